@@ -1,0 +1,118 @@
+"""The backend protocol: one small class per language, registered by key.
+
+A backend compiles a learner's source into something launchable and launches it on
+arrays that the harness made. Checking, timing and the roofline live elsewhere
+(kernels.check, kernels.timing, kernels.roofline) and are the same for every backend.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, ClassVar
+
+from kernels.models import CompileStage
+
+
+class Capability(StrEnum):
+    run = "run"  # compiled and launched on real hardware, timed
+    simulate = "simulate"  # runs for correctness only (Numba's simulator, Triton's interpreter)
+    compile_only = "compile-only"  # compiled, resources reported, never run
+    unavailable = "unavailable"
+
+
+class ArrayKind(StrEnum):
+    numpy = "numpy"  # host memory
+    cupy = "cupy"  # device memory owned by CuPy (also handed to Numba CUDA, zero copy)
+    torch_cuda = "torch-cuda"  # device memory seen as torch tensors (Triton on a GPU)
+    torch_cpu = "torch-cpu"  # host torch tensors (Triton's interpreter)
+
+
+@dataclass
+class LaunchSpec:
+    """A concrete launch for one case: every formula already evaluated."""
+
+    kernel: str
+    grid: tuple[int, ...] = ()
+    block: tuple[int, ...] = ()
+    shared_mem_bytes: int = 0
+    num_warps: int | None = None
+    num_stages: int | None = None
+    constants: dict[str, int] = field(default_factory=dict)
+
+
+class KernelError(Exception):
+    """A learner error the backend recognised (wrong signature, bad launch)."""
+
+
+class CompiledKernel(ABC):
+    """What compile() returns: launchable on kernel-ordered arguments."""
+
+    @abstractmethod
+    def launch(self, args: list[Any], spec: LaunchSpec) -> None:
+        """Launch once, asynchronously where the device allows.
+
+        `args` holds arrays of the backend's ArrayKind and NumPy scalars (np.int32,
+        np.float32...) in the order of the problem's `args`.
+        """
+
+
+class Backend(ABC):
+    key: ClassVar[str]
+    title: ClassVar[str]
+    language: ClassVar[str]  # editor language: "cpp" or "python"
+
+    @abstractmethod
+    def capability(self) -> Capability:
+        """What this backend can do on this machine, cheaply decided."""
+
+    @abstractmethod
+    def array_kind(self) -> ArrayKind:
+        """The arrays launch() expects under the current capability."""
+
+    @abstractmethod
+    def compile(
+        self, source: str, kernel_name: str, workdir: Path
+    ) -> tuple[CompileStage, CompiledKernel | None]:
+        """Compile `source`; the kernel entry point is `kernel_name`.
+
+        Never raises for learner errors: a failed compile returns
+        (CompileStage(ok=False, diagnostics=[...]), None) with line numbers that
+        refer to the learner's source. Under compile-only, the stage is filled
+        (resources, PTX, SASS) and the kernel is None.
+        """
+
+    def versions(self) -> dict[str, str]:
+        """Library versions for the system report."""
+        return {}
+
+    def untimed_reason(self) -> str | None:
+        cap = self.capability()
+        if cap is Capability.simulate:
+            return f"{self.title} ran in a simulator on a machine without a GPU: correctness only"
+        if cap is Capability.compile_only:
+            return "compiled, not run: this machine has no GPU"
+        return None
+
+
+_REGISTRY: dict[str, type[Backend]] = {}
+
+
+def register(cls: type[Backend]) -> type[Backend]:
+    _REGISTRY[cls.key] = cls
+    return cls
+
+
+def registry() -> dict[str, type[Backend]]:
+    from kernels import backends as _pkg  # noqa: F401  (imports register the classes)
+
+    return dict(_REGISTRY)
+
+
+def get_backend(key: str) -> Backend:
+    reg = registry()
+    if key not in reg:
+        raise KeyError(f"unknown backend {key!r}; known: {', '.join(sorted(reg))}")
+    return reg[key]()

@@ -1,0 +1,239 @@
+"""Typed, staged job and result models.
+
+The same JSON crosses the queue, the database and the page, so every model here
+is a plain pydantic model with units in its field names.
+"""
+
+from __future__ import annotations
+
+import uuid
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RunState(StrEnum):
+    queued = "queued"
+    compiling = "compiling"
+    checking = "checking"
+    timing = "timing"
+    done = "done"
+    wrong = "wrong"
+    compile_error = "compile_error"
+    runtime_error = "runtime_error"
+    timeout = "timeout"
+    rejected = "rejected"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_STATES
+
+
+FINAL_STATES = frozenset(
+    {
+        RunState.done,
+        RunState.wrong,
+        RunState.compile_error,
+        RunState.runtime_error,
+        RunState.timeout,
+        RunState.rejected,
+    }
+)
+
+Mode = Literal["full", "check", "compile"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LaunchOverride(_Model):
+    """What the learner chose for the launch; formulas of the case parameters.
+
+    Any field left as None falls back to the source's `kplay:` directive, then to
+    the problem's default for that backend.
+    """
+
+    grid: list[str] | None = None
+    block: list[str] | None = None
+    shared_mem_bytes: str | None = None
+    num_warps: int | None = None
+    num_stages: int | None = None
+    constants: dict[str, str] = Field(default_factory=dict)
+
+
+class RunJob(_Model):
+    job_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    problem: str
+    backend: str
+    source: str
+    cell: str | None = None
+    mode: Mode = "full"
+    launch: LaunchOverride | None = None
+    seed: int = 0
+    # Upper bound on the time spent in the adaptive timing loop of one case.
+    timing_cap_s: float = 2.0
+    user: str | None = None
+
+
+# ---------------------------------------------------------------- compile
+
+
+class Diagnostic(_Model):
+    line: int | None = None
+    column: int | None = None
+    severity: Literal["error", "warning", "note"] = "error"
+    message: str
+
+
+class Resources(_Model):
+    kernel: str | None = None
+    registers: int | None = None
+    shared_bytes: int | None = None
+    stack_frame_bytes: int | None = None
+    spill_stores_bytes: int | None = None
+    spill_loads_bytes: int | None = None
+    constant_bytes: int | None = None
+    arch: str | None = None
+
+
+class CompileStage(_Model):
+    ok: bool
+    log: str = ""
+    diagnostics: list[Diagnostic] = Field(default_factory=list)
+    resources: list[Resources] = Field(default_factory=list)
+    ptx: str | None = None
+    sass: str | None = None
+    compiler: str | None = None
+    duration_ms: float | None = None
+
+
+# ---------------------------------------------------------------- check
+
+
+class CaseCheck(_Model):
+    name: str
+    params: dict[str, int | float]
+    ok: bool
+    output: str | None = None
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    mismatches: int = 0
+    first_mismatch_index: list[int] | None = None
+    expected: float | None = None
+    got: float | None = None
+    message: str | None = None
+
+
+class CheckStage(_Model):
+    ok: bool
+    cases: list[CaseCheck] = Field(default_factory=list)
+    recheck_ok: bool | None = None
+    message: str | None = None
+
+
+# ---------------------------------------------------------------- timing
+
+
+class ClockReading(_Model):
+    sm_mhz: float | None = None
+    mem_mhz: float | None = None
+    temperature_c: float | None = None
+    power_w: float | None = None
+
+
+class TimingStage(_Model):
+    timed: bool
+    untimed_reason: str | None = None
+    case: str | None = None
+    params: dict[str, int | float] = Field(default_factory=dict)
+    median_us: float | None = None
+    q1_us: float | None = None
+    q3_us: float | None = None
+    iqr_us: float | None = None
+    mean_us: float | None = None
+    stderr_us: float | None = None
+    min_us: float | None = None
+    reps: int | None = None
+    rel_stderr: float | None = None
+    l2_flushed: bool | None = None
+    clocks_before: ClockReading | None = None
+    clocks_after: ClockReading | None = None
+    threads: int | None = None
+    timer: str | None = None
+
+
+# ---------------------------------------------------------------- roofline
+
+
+class Ceilings(_Model):
+    """One device's ceilings. Rates in FLOP/s and bytes/s."""
+
+    device: str
+    kind: Literal["gpu", "cpu"]
+    source: Literal["calibrated", "datasheet"]
+    copy_bytes_per_s: float | None = None
+    read_bytes_per_s: float | None = None
+    fp32_flops_per_s: float | None = None
+    fp64_flops_per_s: float | None = None
+    fp16_tc_flops_per_s: float | None = None
+    bf16_tc_flops_per_s: float | None = None
+    tf32_tc_flops_per_s: float | None = None
+    measured_at: str | None = None
+    notes: str | None = None
+
+
+class RooflineStage(_Model):
+    flops: float
+    bytes: float
+    intensity_flops_per_byte: float
+    achieved_flops_per_s: float
+    achieved_bytes_per_s: float
+    memory_ceiling_bytes_per_s: float
+    compute_ceiling_flops_per_s: float
+    compute_ceiling_name: str
+    ridge_flops_per_byte: float
+    bound: Literal["memory", "compute"]
+    attainable_flops_per_s: float
+    percent_of_roofline: float
+    ceilings_source: Literal["calibrated", "datasheet"]
+    device: str
+    baseline_median_us: float | None = None
+    speedup_over_baseline: float | None = None
+
+
+# ---------------------------------------------------------------- system
+
+
+class SystemInfo(_Model):
+    kind: Literal["gpu", "cpu", "simulator", "compile-only"]
+    device: str
+    compute_capability: str | None = None
+    driver: str | None = None
+    cuda: str | None = None
+    host: str | None = None
+    cpu_count: int | None = None
+    libraries: dict[str, str] = Field(default_factory=dict)
+    seed: int = 0
+
+
+class RunResult(_Model):
+    job_id: str
+    problem: str
+    backend: str
+    state: RunState
+    message: str | None = None
+    compile: CompileStage | None = None
+    check: CheckStage | None = None
+    timing: TimingStage | None = None
+    roofline: RooflineStage | None = None
+    system: SystemInfo | None = None
+    output_tail: str | None = None
+    wall_ms: float | None = None
+
+
+class ProgressEvent(_Model):
+    job_id: str
+    state: RunState
+    detail: str | None = None

@@ -1,0 +1,196 @@
+"""The problem schema (problem.toml) and its models.
+
+A problem is a folder `kernels/problems/<slug>/` holding `problem.toml`,
+`reference.py`, `starter/`, `solutions/correct/` and `solutions/wrong/`.
+The loader in `kernels.catalog` validates folders against these models.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+
+BACKEND_KEYS = ("cuda", "numba-cuda", "triton", "numba-cpu")
+DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "uint32", "uint8")
+CEILING_NAMES = ("fp32", "fp64", "fp16_tc", "bf16_tc", "tf32_tc")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ArgSpec(_Strict):
+    """One kernel argument, in the order the kernel receives it.
+
+    role: `in` / `out` / `inout` are arrays; `scalar` is a value drawn by the
+    reference generator (e.g. alpha); `param` is a case parameter passed as a scalar.
+    """
+
+    name: str
+    dtype: str = "float32"
+    shape: list[str] = Field(default_factory=list)
+    role: Literal["in", "out", "inout", "scalar", "param"]
+    init: Literal["nan", "zeros"] = "nan"
+    description: str = ""
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        if v not in DTYPES:
+            raise ValueError(f"unknown dtype {v!r}; use one of {', '.join(DTYPES)}")
+        return v
+
+    @property
+    def is_array(self) -> bool:
+        return self.role in ("in", "out", "inout")
+
+
+class Case(_Strict):
+    name: str
+    params: dict[str, int | float]
+    seed: int = 0
+
+
+class Tolerance(_Strict):
+    atol: float
+    rtol: float
+
+
+class LaunchDefault(_Strict):
+    """Default launch of one backend. Formulas may use case params and constants."""
+
+    kernel: str
+    grid: list[str] = Field(default_factory=list)
+    block: list[str] = Field(default_factory=list)
+    shared_mem_bytes: str = "0"
+    num_warps: int | None = None
+    num_stages: int | None = None
+    constants: dict[str, str] = Field(default_factory=dict)
+
+
+class Baseline(_Strict):
+    name: str
+    description: str = ""
+
+
+class Tier(_Strict):
+    name: str
+    percent_of_roofline: float | None = None
+    percent_of_baseline: float | None = None
+    description: str = ""
+
+
+class ProblemSpec(_Strict):
+    slug: str
+    title: str
+    summary: str
+    params: list[str]
+    args: list[ArgSpec]
+    backends: list[str]
+    tests: list[Case]
+    benchmarks: list[Case]
+    tolerance: dict[str, Tolerance]
+    flops: str
+    bytes: str
+    compute_ceiling: str = "fp32"
+    launch: dict[str, LaunchDefault]
+    baseline: Baseline | None = None
+    hints: list[str] = Field(default_factory=list)
+    tiers: list[Tier] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    exercise: bool = False
+
+    _folder: Path | None = PrivateAttr(default=None)
+    _reference: ModuleType | None = PrivateAttr(default=None)
+
+    @field_validator("backends")
+    @classmethod
+    def _backends(cls, v: list[str]) -> list[str]:
+        unknown = [b for b in v if b not in BACKEND_KEYS]
+        if unknown:
+            raise ValueError(f"unknown backend(s) {unknown}; use {', '.join(BACKEND_KEYS)}")
+        if not v:
+            raise ValueError("a problem offers at least one backend")
+        return v
+
+    @field_validator("compute_ceiling")
+    @classmethod
+    def _ceiling(cls, v: str) -> str:
+        if v not in CEILING_NAMES:
+            raise ValueError(f"unknown ceiling {v!r}; use one of {', '.join(CEILING_NAMES)}")
+        return v
+
+    # ---- accessors used by the engine
+
+    @property
+    def folder(self) -> Path:
+        assert self._folder is not None
+        return self._folder
+
+    @property
+    def reference(self) -> ModuleType:
+        assert self._reference is not None
+        return self._reference
+
+    def arg(self, name: str) -> ArgSpec:
+        for a in self.args:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    @property
+    def outputs(self) -> list[ArgSpec]:
+        return [a for a in self.args if a.role in ("out", "inout")]
+
+    @property
+    def inputs(self) -> list[ArgSpec]:
+        return [a for a in self.args if a.role in ("in", "inout", "scalar")]
+
+    def starter_path(self, backend: str) -> Path:
+        return _one_file(self.folder / "starter", backend)
+
+    def starter(self, backend: str) -> str:
+        return self.starter_path(backend).read_text()
+
+    def solutions(self, kind: Literal["correct", "wrong"]) -> list[tuple[str, Path]]:
+        """(backend, path) of each solution file, backend read from the file's suffix."""
+        out: list[tuple[str, Path]] = []
+        folder = self.folder / "solutions" / kind
+        if not folder.is_dir():
+            return out
+        for path in sorted(folder.iterdir()):
+            backend = backend_for_path(path)
+            if backend is not None:
+                out.append((backend, path))
+        return out
+
+    def public_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+# File naming: <anything>.cu is CUDA C++; Python files end in .numba_cuda.py,
+# .triton.py or .numba_cpu.py so one folder can hold all four languages.
+SUFFIXES = {
+    "cuda": ".cu",
+    "numba-cuda": ".numba_cuda.py",
+    "triton": ".triton.py",
+    "numba-cpu": ".numba_cpu.py",
+}
+
+
+def backend_for_path(path: Path) -> str | None:
+    name = path.name
+    for key, suffix in SUFFIXES.items():
+        if name.endswith(suffix):
+            return key
+    return None
+
+
+def _one_file(folder: Path, backend: str) -> Path:
+    matches = [p for p in sorted(folder.glob("*")) if backend_for_path(p) == backend]
+    if not matches:
+        raise FileNotFoundError(f"{folder} has no starter for backend {backend!r}")
+    return matches[0]
