@@ -52,6 +52,11 @@ class Case(_Strict):
     name: str
     params: dict[str, int | float]
     seed: int = 0
+    # Cases too large for Numba's CUDA simulator or Triton's interpreter say so; they
+    # still run on real hardware.
+    simulate: bool = True
+    # A benchmark case may be meant for some backends only (a CPU needs smaller sizes).
+    backends: list[str] | None = None
 
 
 class Tolerance(_Strict):

@@ -47,6 +47,17 @@ class KernelError(Exception):
     """A learner error the backend recognised (wrong signature, bad launch)."""
 
 
+class DeferredCompileError(Exception):
+    """Raised by launch() when a lazy JIT (Numba, Triton) fails on the first call.
+
+    The evaluator reports it as a compile error with the stage it carries.
+    """
+
+    def __init__(self, stage: CompileStage) -> None:
+        super().__init__(stage.log)
+        self.stage = stage
+
+
 class CompiledKernel(ABC):
     """What compile() returns: launchable on kernel-ordered arguments."""
 
@@ -57,6 +68,14 @@ class CompiledKernel(ABC):
         `args` holds arrays of the backend's ArrayKind and NumPy scalars (np.int32,
         np.float32...) in the order of the problem's `args`.
         """
+
+    def parameters(self) -> list[str] | None:
+        """The kernel's parameter names (or placeholders), for the signature check."""
+        return None
+
+    def report(self) -> CompileStage | None:
+        """Resources, PTX or SASS known only after the first launch (lazy JITs)."""
+        return None
 
 
 class Backend(ABC):
