@@ -1,0 +1,227 @@
+"""`kplay`: the terminal front door (run, problems, calibrate) and the server entry points."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from kernels.problem import SUFFIXES, backend_for_path
+
+EXIT_BAD_INPUT = 2
+
+
+def _fail(message: str) -> int:
+    print(f"kplay: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _fmt_time(us: float | None) -> str:
+    if us is None:
+        return "-"
+    if us >= 1000:
+        return f"{us / 1000:.3f} ms"
+    return f"{us:.2f} µs"
+
+
+def _fmt_rate(value: float | None, unit: str) -> str:
+    if not value:
+        return "-"
+    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.2f} {prefix}{unit}"
+    return f"{value:.2f} {unit}"
+
+
+def render_result(result) -> str:  # type: ignore[no-untyped-def]
+    """A readable summary of a RunResult: the verdict first, then the few numbers."""
+    lines = [f"{result.state.value.upper():<14} {result.message or ''}".rstrip()]
+    comp = result.compile
+    if comp is not None:
+        for d in comp.diagnostics[:10]:
+            where = f"line {d.line}: " if d.line else ""
+            lines.append(f"  {d.severity}: {where}{d.message}")
+        for r in comp.resources:
+            lines.append(
+                f"  resources {r.kernel or ''}: {r.registers} registers, "
+                f"{r.shared_bytes} B shared, {r.stack_frame_bytes} B stack, "
+                f"spills {r.spill_stores_bytes}/{r.spill_loads_bytes} B"
+            )
+    if result.check is not None:
+        for case in result.check.cases:
+            mark = "ok " if case.ok else "BAD"
+            err = f"max abs err {case.max_abs_err:.2e}" if case.max_abs_err is not None else ""
+            lines.append(f"  [{mark}] {case.name:<28} {case.message or err}")
+        if result.check.message:
+            lines.append(f"  note: {result.check.message}")
+    t = result.timing
+    if t is not None and t.timed:
+        lines.append(
+            f"  time  median {_fmt_time(t.median_us)}  IQR {_fmt_time(t.iqr_us)}  "
+            f"mean {_fmt_time(t.mean_us)} ± {_fmt_time(t.stderr_us)}  ({t.reps} reps, {t.case})"
+        )
+    elif t is not None:
+        lines.append(f"  untimed: {t.untimed_reason}")
+    r = result.roofline
+    if r is not None:
+        lines.append(
+            f"  roofline  {_fmt_rate(r.achieved_flops_per_s, 'FLOP/s')}  "
+            f"{_fmt_rate(r.achieved_bytes_per_s, 'B/s')}  intensity "
+            f"{r.intensity_flops_per_byte:.3g} FLOP/B  {r.bound}-bound  "
+            f"{r.percent_of_roofline:.1f}% of roofline ({r.ceilings_source} ceilings, {r.device})"
+        )
+        if r.speedup_over_baseline:
+            lines.append(f"  speedup over baseline: {r.speedup_over_baseline:.2f}x")
+    if result.system is not None:
+        lines.append(f"  ran on: {result.system.device} ({result.system.kind})")
+    return "\n".join(lines)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from kernels.catalog import get_problem
+    from kernels.models import RunJob, RunState
+
+    path = Path(args.file)
+    if not path.is_file():
+        return _fail(f"no such file: {path}")
+    try:
+        source = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        return _fail(f"cannot read {path}: {exc}")
+    try:
+        problem = get_problem(args.problem)
+    except KeyError as exc:
+        return _fail(str(exc.args[0]))
+    backend = args.backend or backend_for_path(path)
+    if backend is None:
+        if path.suffix == ".py" and len([b for b in problem.backends if b != "cuda"]) == 1:
+            backend = next(b for b in problem.backends if b != "cuda")
+        else:
+            names = ", ".join(f"{k} ({v})" for k, v in SUFFIXES.items())
+            return _fail(
+                f"cannot tell the backend from {path.name}; pass --backend (one of {names})"
+            )
+    if backend not in problem.backends:
+        return _fail(
+            f"problem {problem.slug!r} offers {', '.join(problem.backends)}; not {backend!r}"
+        )
+    job = RunJob(
+        problem=problem.slug, backend=backend, source=source, mode=args.mode, seed=args.seed
+    )
+    result = _run_isolated(job, args.timeout, quiet=args.json)
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print(render_result(result))
+    return 0 if result.state is RunState.done else 1
+
+
+def _run_isolated(job, timeout: float, quiet: bool):  # type: ignore[no-untyped-def]
+    from workers.limits import Limits
+    from workers.runner import WorkerPool
+
+    def progress(event) -> None:  # type: ignore[no-untyped-def]
+        if not quiet:
+            print(
+                f"  … {event.state.value}{': ' + event.detail if event.detail else ''}",
+                file=sys.stderr,
+            )
+
+    pool = WorkerPool(size=1, limits=Limits(wall_timeout_s=timeout), warm=False)
+    try:
+        return pool.run(job, on_event=progress)
+    finally:
+        pool.close()
+
+
+def cmd_problems(args: argparse.Namespace) -> int:
+    from kernels.catalog import ProblemLoadError, load_catalog
+
+    try:
+        catalog = load_catalog()
+    except ProblemLoadError as exc:
+        return _fail(str(exc))
+    if args.json:
+        print(json.dumps({k: v.public_dict() for k, v in catalog.items()}, indent=2))
+        return 0
+    width = max(len(s) for s in catalog) if catalog else 10
+    for slug, spec in catalog.items():
+        print(f"{slug:<{width}}  {spec.title:<34} {', '.join(spec.backends)}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from kernels.calibrate import calibrate
+    from kernels.roofline import ceilings_path
+
+    for c in calibrate(args.kind):
+        print(f"{c.device} ({c.kind}), saved to {ceilings_path(c.device)}")
+        for field in ("copy_bytes_per_s", "read_bytes_per_s"):
+            print(f"  {field:<22} {_fmt_rate(getattr(c, field), 'B/s')}")
+        for field in (
+            "fp32_flops_per_s",
+            "fp16_tc_flops_per_s",
+            "bf16_tc_flops_per_s",
+            "tf32_tc_flops_per_s",
+        ):
+            if getattr(c, field):
+                print(f"  {field:<22} {_fmt_rate(getattr(c, field), 'FLOP/s')}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from app.main import serve
+    from app.settings import Settings
+
+    overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    serve(Settings(**overrides))
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from workers.fleet_main import main as worker_main
+
+    return worker_main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kplay", description="Kernel Playground")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="check and time a kernel file against a problem")
+    run.add_argument("file")
+    run.add_argument("--problem", required=True)
+    run.add_argument("--backend", choices=list(SUFFIXES))
+    run.add_argument("--json", action="store_true", help="print the RunResult as JSON")
+    run.add_argument("--mode", choices=["full", "check", "compile"], default="full")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--timeout", type=float, default=120.0, help="wall-clock limit, seconds")
+    run.set_defaults(func=cmd_run)
+    problems = sub.add_parser("problems", help="list the problem catalog")
+    problems.add_argument("--json", action="store_true")
+    problems.set_defaults(func=cmd_problems)
+    cal = sub.add_parser("calibrate", help="measure this machine's ceilings and cache them")
+    cal.add_argument("--kind", choices=["auto", "gpu", "cpu"], default="auto")
+    cal.set_defaults(func=cmd_calibrate)
+    serve = sub.add_parser("serve", help="serve the book (embedded mode by default)")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(func=cmd_serve)
+    worker = sub.add_parser("worker", help="run GPU/CPU workers for the distributed mode")
+    worker.add_argument("--queues", help="comma-separated queues (default: detected)")
+    worker.add_argument("--gpus", help="comma-separated device ids (default: all)")
+    worker.add_argument("--cpu-only", action="store_true")
+    worker.set_defaults(func=cmd_worker)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""Measuring a device's ceilings once, and caching them per device.
+
+GPU: DRAM copy and read bandwidth (CuPy kernels), FP32 FMA peak (a register-resident
+FMA kernel), matrix-unit peaks for fp16/bf16/tf32 (cuBLAS through torch, fp32 accumulate).
+CPU: a STREAM-style triad, a read-only sum and an FMA peak, all through Numba.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import numpy as np
+
+from kernels import roofline, timing
+from kernels.models import Ceilings
+
+_READ_SRC = r"""
+extern "C" __global__ void read_sum(const float4* __restrict__ x, size_t n4, float* out) {
+    float acc = 0.f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n4;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float4 v = x[i];
+        acc += v.x + v.y + v.z + v.w;
+    }
+    if (acc == 12345.678f) out[0] = acc;  // keeps the loads alive, almost never stores
+}
+extern "C" __global__ void fma_peak(float* out, int iters, float a, float b) {
+    float r0 = threadIdx.x, r1 = r0 + 1, r2 = r0 + 2, r3 = r0 + 3;
+    float r4 = r0 + 4, r5 = r0 + 5, r6 = r0 + 6, r7 = r0 + 7;
+    for (int i = 0; i < iters; ++i) {
+        #pragma unroll
+        for (int k = 0; k < 16; ++k) {
+            r0 = fmaf(r0, a, b); r1 = fmaf(r1, a, b); r2 = fmaf(r2, a, b); r3 = fmaf(r3, a, b);
+            r4 = fmaf(r4, a, b); r5 = fmaf(r5, a, b); r6 = fmaf(r6, a, b); r7 = fmaf(r7, a, b);
+        }
+    }
+    float s = r0 + r1 + r2 + r3 + r4 + r5 + r6 + r7;
+    if (s == 12345.678f) out[threadIdx.x] = s;
+}
+"""
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def calibrate_gpu(size_bytes: int = 2 * 2**30, cap_s: float = 3.0) -> Ceilings:
+    import cupy
+
+    from kernels.sysinfo import gpu_facts
+
+    facts = gpu_facts()
+    sms = int(facts["sm_count"])
+    n = size_bytes // 4
+    src = cupy.random.random(n, dtype=cupy.float32)
+    dst = cupy.empty_like(src)
+    rt = cupy.cuda.runtime
+    copy = timing.time_gpu(
+        lambda: rt.memcpyAsync(dst.data.ptr, src.data.ptr, size_bytes, rt.memcpyDeviceToDevice, 0),
+        cap_s=cap_s,
+    )
+    module = cupy.RawModule(code=_READ_SRC, options=("-std=c++17",))
+    read_k = module.get_function("read_sum")
+    out = cupy.zeros(1024, dtype=cupy.float32)
+    grid = sms * 8
+    read = timing.time_gpu(
+        lambda: read_k((grid,), (512,), (src, np.uint64(n // 4), out)), cap_s=cap_s
+    )
+    fma_k = module.get_function("fma_peak")
+    iters, threads, blocks = 2048, 256, sms * 16
+    fma = timing.time_gpu(
+        lambda: fma_k(
+            (blocks,), (threads,), (out, np.int32(iters), np.float32(0.999), np.float32(0.001))
+        ),
+        cap_s=cap_s,
+        flush_l2=False,
+    )
+    fma_flops = 2.0 * 8 * 16 * iters * threads * blocks
+    tc = _matrix_peaks(cap_s)
+    return Ceilings(
+        device=facts["device"],
+        kind="gpu",
+        source="calibrated",
+        copy_bytes_per_s=2 * size_bytes / (copy.median_us * 1e-6),
+        read_bytes_per_s=size_bytes / (read.median_us * 1e-6),
+        fp32_flops_per_s=fma_flops / (fma.median_us * 1e-6),
+        measured_at=_now(),
+        notes=f"copy and read over {size_bytes / 2**30:.0f} GiB, L2 flushed; "
+        "matrix peaks: cuBLAS 8192^3 through torch, fp32 accumulate",
+        **tc,
+    )
+
+
+def _matrix_peaks(cap_s: float) -> dict[str, float]:
+    try:
+        import torch
+    except ImportError:
+        return {}
+    if not torch.cuda.is_available():
+        return {}
+    out: dict[str, float] = {}
+    size = 8192
+    flops = 2.0 * size**3
+    for field, dtype, tf32 in (
+        ("fp16_tc_flops_per_s", torch.float16, False),
+        ("bf16_tc_flops_per_s", torch.bfloat16, False),
+        ("tf32_tc_flops_per_s", torch.float32, True),
+    ):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        a = torch.randn(size, size, device="cuda", dtype=dtype)
+        b = torch.randn(size, size, device="cuda", dtype=dtype)
+        c = torch.empty(size, size, device="cuda", dtype=dtype)
+        stage = timing.time_gpu(lambda a=a, b=b, c=c: torch.matmul(a, b, out=c), cap_s=cap_s)
+        out[field] = flops / (stage.median_us * 1e-6)
+        del a, b, c
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return out
+
+
+# ------------------------------------------------------------------ CPU
+
+
+def _cpu_kernels():  # type: ignore[no-untyped-def]
+    import numba
+
+    @numba.njit(parallel=True, fastmath=True, cache=False)
+    def triad(a, b, c, s):  # type: ignore[no-untyped-def]
+        for i in numba.prange(a.shape[0]):
+            a[i] = b[i] + s * c[i]
+
+    @numba.njit(parallel=True, fastmath=True, cache=False)
+    def read(a):  # type: ignore[no-untyped-def]
+        acc = 0.0
+        for i in numba.prange(a.shape[0]):
+            acc += a[i]
+        return acc
+
+    @numba.njit(parallel=True, fastmath=True, cache=False)
+    def fma(out, iters, x, y):  # type: ignore[no-untyped-def]
+        # Each thread owns 64 independent accumulators: enough to fill the FMA pipes.
+        for t in numba.prange(out.shape[0]):
+            acc = np.empty(64, dtype=np.float32)
+            for j in range(64):
+                acc[j] = t + j
+            for _ in range(iters):
+                for j in range(64):
+                    acc[j] = acc[j] * x + y
+            out[t] = acc.sum()
+
+    return triad, read, fma
+
+
+def calibrate_cpu(n: int = 1 << 25, cap_s: float = 1.5) -> Ceilings:
+    import numba
+
+    from kernels.sysinfo import cpu_name
+
+    triad, read, fma = _cpu_kernels()
+    threads = numba.get_num_threads()
+    rng = np.random.default_rng(0)
+    a = np.empty(n, dtype=np.float64)
+    b = rng.random(n)
+    c = rng.random(n)
+    t_triad = timing.time_cpu(lambda: triad(a, b, c, 3.0), cap_s=cap_s)
+    t_read = timing.time_cpu(lambda: read(b), cap_s=cap_s)
+    out = np.empty(threads * 4, dtype=np.float32)
+    iters = 20000
+    t_fma = timing.time_cpu(
+        lambda: fma(out, iters, np.float32(0.999), np.float32(0.001)), cap_s=cap_s
+    )
+    fma_flops = 2.0 * 64 * iters * out.shape[0]
+    return Ceilings(
+        device=cpu_name(),
+        kind="cpu",
+        source="calibrated",
+        copy_bytes_per_s=3 * 8 * n / (t_triad.median_us * 1e-6),
+        read_bytes_per_s=8 * n / (t_read.median_us * 1e-6),
+        fp32_flops_per_s=fma_flops / (t_fma.median_us * 1e-6),
+        measured_at=_now(),
+        notes=f"Numba, {threads} thread(s): triad a=b+s*c over {n} doubles; "
+        "read: a parallel sum; FP32: 64 independent FMA chains per thread",
+    )
+
+
+def cpu_ceilings() -> Ceilings | None:
+    """Cached CPU ceilings, measured once on first need (a few seconds)."""
+    from kernels.sysinfo import cpu_name
+
+    cached = roofline.load_calibrated(cpu_name())
+    if cached is not None:
+        return cached
+    if os.environ.get("KPLAY_NO_AUTO_CALIBRATE") == "1":
+        return None
+    ceilings = calibrate_cpu(n=1 << 24, cap_s=0.8)
+    roofline.save_ceilings(ceilings)
+    return ceilings
+
+
+def calibrate(kind: str = "auto") -> list[Ceilings]:
+    from kernels.device import has_cuda_gpu
+
+    results = []
+    if kind in ("auto", "gpu") and has_cuda_gpu():
+        gpu = calibrate_gpu()
+        roofline.save_ceilings(gpu)
+        results.append(gpu)
+    if kind in ("auto", "cpu"):
+        cpu = calibrate_cpu()
+        roofline.save_ceilings(cpu)
+        results.append(cpu)
+    return results

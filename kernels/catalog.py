@@ -1,0 +1,165 @@
+"""Loads and validates problem folders; every error names the file and the field."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
+
+from pydantic import ValidationError
+
+from kernels import formula
+from kernels.problem import ProblemSpec, backend_for_path
+
+PROBLEMS_DIR = Path(__file__).parent / "problems"
+
+
+class ProblemLoadError(ValueError):
+    def __init__(self, path: Path, field: str | None, message: str) -> None:
+        self.path = path
+        self.field = field
+        where = f"{path}" + (f": field {field}" if field else "")
+        super().__init__(f"{where}: {message}")
+
+
+def _field_path(loc: tuple[object, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _load_toml(path: Path) -> dict:
+    if not path.is_file():
+        raise ProblemLoadError(path, None, "missing problem.toml")
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProblemLoadError(path, None, f"not valid TOML: {exc}") from None
+
+
+def _load_reference(path: Path, slug: str) -> ModuleType:
+    if not path.is_file():
+        raise ProblemLoadError(path, None, "missing reference.py")
+    spec = importlib.util.spec_from_file_location(f"kernels_problem_ref_{slug}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - any import failure is a broken folder
+        raise ProblemLoadError(path, None, f"cannot import: {type(exc).__name__}: {exc}") from None
+    for name in ("generate", "reference"):
+        if not callable(getattr(module, name, None)):
+            raise ProblemLoadError(path, name, f"reference.py must define a function {name}()")
+    return module
+
+
+def _check_formula(path: Path, field: str, text: str, known: set[str]) -> None:
+    try:
+        unknown = formula.names(text) - known
+    except formula.FormulaError as exc:
+        raise ProblemLoadError(path, field, str(exc)) from None
+    if unknown:
+        raise ProblemLoadError(
+            path, field, f"formula {text!r} uses unknown name(s) {sorted(unknown)}"
+        )
+
+
+def _check_spec(spec: ProblemSpec, folder: Path) -> None:
+    toml_path = folder / "problem.toml"
+    if spec.slug != folder.name:
+        raise ProblemLoadError(toml_path, "slug", f"{spec.slug!r} must equal the folder name")
+    params = set(spec.params)
+    names = [a.name for a in spec.args]
+    if len(set(names)) != len(names):
+        raise ProblemLoadError(toml_path, "args", "argument names must be unique")
+    if not spec.outputs:
+        raise ProblemLoadError(toml_path, "args", "at least one argument must be out or inout")
+    for i, arg in enumerate(spec.args):
+        if arg.role == "param" and arg.name not in params:
+            raise ProblemLoadError(toml_path, f"args[{i}].name", f"{arg.name!r} is not a param")
+        if arg.is_array and not arg.shape:
+            raise ProblemLoadError(toml_path, f"args[{i}].shape", "arrays need a shape")
+        for j, dim in enumerate(arg.shape):
+            _check_formula(toml_path, f"args[{i}].shape[{j}]", dim, params)
+    _check_formula(toml_path, "flops", spec.flops, params)
+    _check_formula(toml_path, "bytes", spec.bytes, params)
+    for kind in ("tests", "benchmarks"):
+        cases = getattr(spec, kind)
+        if not cases:
+            raise ProblemLoadError(toml_path, kind, "at least one case is needed")
+        for i, case in enumerate(cases):
+            missing = params - set(case.params)
+            if missing:
+                raise ProblemLoadError(
+                    toml_path, f"{kind}[{i}].params", f"missing parameter(s) {sorted(missing)}"
+                )
+    for arg in spec.args:
+        if arg.is_array and arg.dtype not in spec.tolerance:
+            raise ProblemLoadError(toml_path, "tolerance", f"no tolerance for dtype {arg.dtype}")
+    for backend in spec.backends:
+        launch = spec.launch.get(backend)
+        if launch is None:
+            raise ProblemLoadError(toml_path, f"launch.{backend}", "missing launch defaults")
+        known = params | set(launch.constants)
+        for key in ("grid", "block"):
+            for j, text in enumerate(getattr(launch, key)):
+                _check_formula(toml_path, f"launch.{backend}.{key}[{j}]", text, known)
+        _check_formula(
+            toml_path, f"launch.{backend}.shared_mem_bytes", launch.shared_mem_bytes, known
+        )
+        starters = [p for p in (folder / "starter").glob("*") if backend_for_path(p) == backend]
+        if not starters:
+            raise ProblemLoadError(folder / "starter", backend, "no starter file for backend")
+
+
+def load_problem(folder: Path | str) -> ProblemSpec:
+    folder = Path(folder)
+    toml_path = folder / "problem.toml"
+    data = _load_toml(toml_path)
+    try:
+        spec = ProblemSpec.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ProblemLoadError(toml_path, _field_path(first["loc"]), first["msg"]) from None
+    _check_spec(spec, folder)
+    spec._folder = folder.resolve()
+    spec._reference = _load_reference(folder / "reference.py", spec.slug)
+    return spec
+
+
+def problem_dirs(root: Path | None = None) -> list[Path]:
+    roots = [root] if root else [PROBLEMS_DIR, *_extra_roots()]
+    out: list[Path] = []
+    for r in roots:
+        if r.is_dir():
+            out.extend(p for p in sorted(r.iterdir()) if (p / "problem.toml").exists())
+    return out
+
+
+def _extra_roots() -> list[Path]:
+    extra = os.environ.get("KPLAY_EXTRA_PROBLEMS", "")
+    return [Path(p) for p in extra.split(os.pathsep) if p]
+
+
+@lru_cache(maxsize=1)
+def load_catalog() -> dict[str, ProblemSpec]:
+    catalog: dict[str, ProblemSpec] = {}
+    for folder in problem_dirs():
+        spec = load_problem(folder)
+        if spec.slug in catalog:
+            raise ProblemLoadError(folder, "slug", f"duplicate problem slug {spec.slug!r}")
+        catalog[spec.slug] = spec
+    return catalog
+
+
+def get_problem(slug: str) -> ProblemSpec:
+    catalog = load_catalog()
+    if slug not in catalog:
+        known = ", ".join(sorted(catalog)) or "none"
+        raise KeyError(f"unknown problem {slug!r}; known problems: {known}")
+    return catalog[slug]

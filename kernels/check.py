@@ -1,0 +1,172 @@
+"""Checking one case: fresh seeded inputs, NaN-poisoned outputs, inputs compared after.
+
+The harness never trusts the kernel: inputs are cloned before the launch and compared
+after it, outputs start as NaN (or zero when the problem says the kernel accumulates),
+and every element is compared against the reference within the problem's tolerance.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kernels import formula
+from kernels.arrays import ArrayOps, scalar
+from kernels.models import CaseCheck
+from kernels.problem import Case, ProblemSpec, Tolerance
+
+
+class InputError(RuntimeError):
+    """The problem's generator broke its own contract (a bug in the problem folder)."""
+
+
+@dataclass
+class PreparedCase:
+    """Host inputs, device arguments in kernel order, and the names of each output."""
+
+    case: Case
+    host_inputs: dict[str, Any]
+    device: dict[str, Any]
+    args: list[Any]
+    zero_init: list[str] = field(default_factory=list)
+    poisoned: list[str] = field(default_factory=list)
+
+
+def shape_of(problem: ProblemSpec, name: str, params: dict[str, int | float]) -> tuple[int, ...]:
+    return tuple(formula.evaluate_int(d, params) for d in problem.arg(name).shape)
+
+
+def generate_inputs(problem: ProblemSpec, params: dict[str, Any], seed: int) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    inputs = problem.reference.generate(dict(params), rng)
+    for arg in problem.inputs:
+        if arg.name not in inputs:
+            raise InputError(f"{problem.slug}: generate() did not return {arg.name!r}")
+        if arg.is_array:
+            arr = np.ascontiguousarray(inputs[arg.name], dtype=arg.dtype)
+            expected = shape_of(problem, arg.name, params)
+            if arr.shape != expected:
+                raise InputError(
+                    f"{problem.slug}: {arg.name} has shape {arr.shape}, not {expected}"
+                )
+            inputs[arg.name] = arr
+    return inputs
+
+
+def prepare(problem: ProblemSpec, case: Case, ops: ArrayOps, seed: int) -> PreparedCase:
+    params = dict(case.params)
+    host = generate_inputs(problem, params, seed)
+    prepared = PreparedCase(case=case, host_inputs=host, device={}, args=[])
+    for arg in problem.args:
+        if arg.role == "param":
+            prepared.args.append(scalar(params[arg.name], arg.dtype))
+            continue
+        if arg.role == "scalar":
+            prepared.args.append(scalar(host[arg.name], arg.dtype))
+            continue
+        if arg.role in ("in", "inout"):
+            dev = ops.to_device(host[arg.name])
+        else:
+            zeros = arg.init == "zeros"
+            dev = ops.empty_like_poisoned(
+                shape_of(problem, arg.name, params), np.dtype(arg.dtype), zeros
+            )
+            (prepared.zero_init if zeros else prepared.poisoned).append(arg.name)
+        prepared.device[arg.name] = dev
+        prepared.args.append(dev)
+    return prepared
+
+
+def reset_outputs(prepared: PreparedCase, ops: ArrayOps, problem: ProblemSpec) -> None:
+    """Before a launch: re-poison outputs, zero accumulators, restore inout inputs."""
+    for name in prepared.zero_init:
+        ops.fill(prepared.device[name], 0)
+    for name in prepared.poisoned:
+        arg = problem.arg(name)
+        from kernels.arrays import poison_value
+
+        ops.fill(prepared.device[name], poison_value(np.dtype(arg.dtype)))
+    for arg in problem.args:
+        if arg.role == "inout":
+            ops.copy_from_host(prepared.device[arg.name], prepared.host_inputs[arg.name])
+
+
+def compare(name: str, got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> dict[str, Any]:
+    """Elementwise |got - expected| <= atol + rtol * |expected|; NaN never passes."""
+    got64 = got.astype(np.float64)
+    exp64 = np.asarray(expected, dtype=np.float64)
+    if got64.shape != exp64.shape:
+        return {"ok": False, "message": f"{name} has shape {got64.shape}, expected {exp64.shape}"}
+    diff = np.abs(got64 - exp64)
+    bound = tol.atol + tol.rtol * np.abs(exp64)
+    with np.errstate(invalid="ignore"):
+        bad = ~(diff <= bound)
+    finite = np.isfinite(diff)
+    max_abs = float(diff[finite].max()) if finite.any() else None
+    rel = diff / np.maximum(np.abs(exp64), 1e-30)
+    max_rel = float(rel[finite].max()) if finite.any() else None
+    out: dict[str, Any] = {
+        "ok": not bool(bad.any()),
+        "max_abs_err": max_abs,
+        "max_rel_err": max_rel,
+        "mismatches": int(bad.sum()),
+    }
+    if bad.any():
+        idx = np.unravel_index(int(np.argmax(bad)), bad.shape)
+        g, e = float(got64[idx]), float(exp64[idx])
+        out.update(first_mismatch_index=[int(i) for i in idx], expected=e, got=g)
+        unwritten = " (never written: still NaN)" if np.isnan(g) else ""
+        out["message"] = (
+            f"{name}{list(idx)}: expected {e:.7g}, got {g:.7g}{unwritten}; "
+            f"{int(bad.sum())} of {bad.size} elements wrong"
+        )
+    return out
+
+
+def verify(
+    problem: ProblemSpec, prepared: PreparedCase, ops: ArrayOps, expected: dict[str, Any]
+) -> CaseCheck:
+    """Compare outputs with the reference and inputs with their clones."""
+    case = prepared.case
+    for arg in problem.args:
+        if arg.role != "in":
+            continue
+        after = ops.to_host(prepared.device[arg.name])
+        if not np.array_equal(after, prepared.host_inputs[arg.name], equal_nan=True):
+            idx = np.argwhere(after != prepared.host_inputs[arg.name])
+            where = f" (first at {idx[0].tolist()})" if len(idx) else ""
+            return CaseCheck(
+                name=case.name,
+                params=case.params,
+                ok=False,
+                output=arg.name,
+                message=f"the kernel wrote its input {arg.name!r}{where}; inputs are read-only",
+            )
+    worst: dict[str, Any] | None = None
+    for arg in problem.outputs:
+        got = ops.to_host(prepared.device[arg.name])
+        result = compare(arg.name, got, expected[arg.name], problem.tolerance[arg.dtype])
+        result["output"] = arg.name
+        if not result["ok"]:
+            return CaseCheck(name=case.name, params=case.params, **result)
+        if worst is None or (result.get("max_abs_err") or 0) > (worst.get("max_abs_err") or 0):
+            worst = result
+    assert worst is not None
+    return CaseCheck(name=case.name, params=case.params, **worst)
+
+
+def run_case(
+    problem: ProblemSpec,
+    case: Case,
+    ops: ArrayOps,
+    launch: Callable[[list[Any]], None],
+    seed: int,
+) -> tuple[CaseCheck, PreparedCase]:
+    prepared = prepare(problem, case, ops, seed)
+    launch(prepared.args)
+    ops.synchronize()
+    expected = problem.reference.reference(dict(prepared.host_inputs), dict(case.params))
+    return verify(problem, prepared, ops, expected), prepared

@@ -1,0 +1,335 @@
+"""One evaluation: compile -> check -> time -> roofline, emitting progress as it goes.
+
+`evaluate()` never raises for anything a learner can do wrong: every path ends in a
+RunResult with a final state and a message that says what happened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from kernels import launch as launch_mod
+from kernels.arrays import ArrayOps
+from kernels.backends.base import (
+    Backend,
+    Capability,
+    CompiledKernel,
+    DeferredCompileError,
+    KernelError,
+    get_backend,
+)
+from kernels.catalog import get_problem
+from kernels.check import InputError, run_case
+from kernels.device import prepare_cpu_fallbacks
+from kernels.models import (
+    CheckStage,
+    CompileStage,
+    Diagnostic,
+    ProgressEvent,
+    RunJob,
+    RunResult,
+    RunState,
+    TimingStage,
+)
+from kernels.perf import measure
+from kernels.problem import ProblemSpec
+from kernels.sysinfo import system_info
+
+Emit = Callable[[ProgressEvent], None]
+_POISONED = False
+_GPU_ERROR = re.compile(
+    r"illegal (memory )?address|unspecified launch failure|misaligned address|"
+    r"illegal instruction|CUDA_ERROR|cudaError|an illegal|launch timed out|hardware stack error",
+    re.IGNORECASE,
+)
+
+
+def context_poisoned() -> bool:
+    """True once a GPU error may have left this process's CUDA context unusable."""
+    return _POISONED
+
+
+def warm_up() -> None:
+    """Import the libraries and create the CUDA context before any job arrives."""
+    prepare_cpu_fallbacks()
+    import numba  # noqa: F401
+
+    from kernels.backends.base import registry
+
+    for cls in registry().values():
+        backend = cls()
+        if backend.capability() is Capability.run and backend.key == "cuda":
+            import cupy
+
+            cupy.zeros(1).sum()  # creates the context and loads CuPy's kernels
+
+
+class _Run:
+    """Mutable state of one evaluation; keeps evaluate() itself short."""
+
+    def __init__(self, job: RunJob, emit: Emit | None) -> None:
+        self.job = job
+        self.emit_fn = emit
+        self.started = time.perf_counter()
+
+    def emit(self, state: RunState, detail: str | None = None) -> None:
+        if self.emit_fn is not None:
+            self.emit_fn(ProgressEvent(job_id=self.job.job_id, state=state, detail=detail))
+
+    def result(self, state: RunState, message: str | None = None, **stages: object) -> RunResult:
+        return RunResult(
+            job_id=self.job.job_id,
+            problem=self.job.problem,
+            backend=self.job.backend,
+            state=state,
+            message=message,
+            wall_ms=(time.perf_counter() - self.started) * 1000.0,
+            **stages,  # type: ignore[arg-type]
+        )
+
+
+def _learner_trace(exc: BaseException, limit: int = 6) -> str:
+    """The exception and the frames that belong to the learner's file, not the harness."""
+    frames = [
+        f"  line {f.lineno}: {f.line}"
+        for f in traceback.extract_tb(exc.__traceback__)
+        if "kplay_src" in (f.filename or "") or (f.filename or "").endswith("kernel.cu")
+    ]
+    head = f"{type(exc).__name__}: {exc}".strip()
+    return "\n".join([head, *frames[-limit:]])
+
+
+def _signature_problem(kernel: CompiledKernel, problem: ProblemSpec) -> str | None:
+    params = kernel.parameters()
+    if params is None:
+        return None
+    expected = [a.name for a in problem.args]
+    if len(params) != len(expected):
+        return (
+            f"the kernel takes {len(params)} parameter(s) ({', '.join(params) or 'none'}) but "
+            f"the problem passes {len(expected)}: {', '.join(expected)}"
+        )
+    return None
+
+
+def _resolve(job: RunJob, run: _Run) -> tuple[ProblemSpec, Backend, Capability] | RunResult:
+    try:
+        problem = get_problem(job.problem)
+    except KeyError as exc:
+        return run.result(RunState.rejected, str(exc.args[0]))
+    if job.backend not in problem.backends:
+        return run.result(
+            RunState.rejected,
+            f"problem {problem.slug!r} offers backends {', '.join(problem.backends)}; "
+            f"not {job.backend!r}",
+        )
+    try:
+        backend = get_backend(job.backend)
+    except KeyError as exc:
+        return run.result(RunState.rejected, str(exc.args[0]))
+    cap = backend.capability()
+    if cap is Capability.unavailable:
+        return run.result(
+            RunState.rejected, f"the {backend.title} backend cannot run or compile on this machine"
+        )
+    if not job.source.strip():
+        return run.result(RunState.rejected, "the source is empty")
+    return problem, backend, cap
+
+
+def evaluate(job: RunJob, emit: Emit | None = None) -> RunResult:
+    prepare_cpu_fallbacks()
+    run = _Run(job, emit)
+    resolved = _resolve(job, run)
+    if isinstance(resolved, RunResult):
+        return resolved
+    problem, backend, cap = resolved
+    run.emit(RunState.compiling)
+    try:
+        plan = launch_mod.plan(problem.launch[backend.key], job.source, job.launch)
+    except launch_mod.LaunchError as exc:
+        line = _line_of(str(exc))
+        stage = CompileStage(
+            ok=False, log=str(exc), diagnostics=[Diagnostic(line=line, message=str(exc))]
+        )
+        return run.result(RunState.compile_error, str(exc), compile=stage)
+    with tempfile.TemporaryDirectory(prefix="kplay-") as tmp:
+        return _evaluate_in(run, problem, backend, cap, plan, Path(tmp))
+
+
+def _line_of(text: str) -> int | None:
+    match = re.search(r"line (\d+)", text)
+    return int(match.group(1)) if match else None
+
+
+def _evaluate_in(
+    run: _Run,
+    problem: ProblemSpec,
+    backend: Backend,
+    cap: Capability,
+    plan: launch_mod.LaunchPlan,
+    workdir: Path,
+) -> RunResult:
+    job = run.job
+    stage, kernel = _compile_cached(backend, job.source, plan.kernel, workdir)
+    system = system_info(backend, cap, job.seed)
+    if not stage.ok:
+        first = stage.diagnostics[0].message if stage.diagnostics else "compilation failed"
+        return run.result(RunState.compile_error, first, compile=stage, system=system)
+    if kernel is None or cap is Capability.compile_only or job.mode == "compile":
+        reason = backend.untimed_reason() or "compile-only run requested"
+        return run.result(
+            RunState.done,
+            f"Compiled. {reason}." if cap is Capability.compile_only else "Compiled.",
+            compile=stage,
+            timing=TimingStage(timed=False, untimed_reason=reason),
+            system=system,
+        )
+    mismatch = _signature_problem(kernel, problem)
+    if mismatch:
+        stage.diagnostics.append(Diagnostic(message=mismatch))
+        return run.result(RunState.compile_error, mismatch, compile=stage, system=system)
+    return _check_and_time(run, problem, backend, cap, plan, kernel, stage, system)
+
+
+_COMPILED: dict[tuple[str, str, str], tuple[CompileStage, CompiledKernel | None]] = {}
+_COMPILED_MAX = 32
+
+
+def _compile_cached(
+    backend: Backend, source: str, kernel_name: str, workdir: Path
+) -> tuple[CompileStage, CompiledKernel | None]:
+    """Re-running the same source in a warm worker skips the compiler (and the JIT)."""
+    key = (backend.key, hashlib.sha256(source.encode()).hexdigest(), kernel_name)
+    hit = _COMPILED.get(key)
+    if hit is not None:
+        return hit[0].model_copy(deep=True), hit[1]
+    stage, kernel = backend.compile(source, kernel_name, workdir)
+    if stage.ok:
+        if len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.pop(next(iter(_COMPILED)))
+        _COMPILED[key] = (stage.model_copy(deep=True), kernel)
+    return stage, kernel
+
+
+def _launcher(kernel: CompiledKernel, plan: launch_mod.LaunchPlan):  # type: ignore[no-untyped-def]
+    def launch_for(params: dict) -> Callable[[list], None]:
+        spec = launch_mod.resolve(plan, params)
+        return lambda args: kernel.launch(args, spec)
+
+    return launch_for
+
+
+def _check_and_time(run, problem, backend, cap, plan, kernel, stage, system) -> RunResult:  # type: ignore[no-untyped-def]
+    global _POISONED
+    job = run.job
+    ops = ArrayOps(backend.array_kind())
+    launch_for = _launcher(kernel, plan)
+    run.emit(RunState.checking)
+    cases, skipped = [], 0
+    try:
+        for i, case in enumerate(problem.tests):
+            if cap is Capability.simulate and not case.simulate:
+                skipped += 1
+                continue
+            run.emit(RunState.checking, f"case {case.name} ({i + 1}/{len(problem.tests)})")
+            check, _ = run_case(problem, case, ops, launch_for(case.params), job.seed + case.seed)
+            cases.append(check)
+            if not check.ok:
+                break
+        _merge_report(stage, kernel)
+    except DeferredCompileError as exc:
+        first = exc.stage.diagnostics[0].message if exc.stage.diagnostics else "compile failed"
+        return run.result(RunState.compile_error, first, compile=exc.stage, system=system)
+    except (KernelError, launch_mod.LaunchError) as exc:
+        return run.result(RunState.runtime_error, str(exc), compile=stage, system=system)
+    except InputError as exc:
+        return run.result(
+            RunState.runtime_error, f"problem error: {exc}", compile=stage, system=system
+        )
+    except Exception as exc:  # noqa: BLE001 - the learner's kernel may raise anything
+        if ops.on_gpu and _GPU_ERROR.search(str(exc)):
+            _POISONED = True
+        elif ops.on_gpu:
+            _POISONED = True  # any GPU-side failure may leave a sticky error behind
+        msg = _learner_trace(exc)
+        return run.result(
+            RunState.runtime_error,
+            msg.splitlines()[0],
+            compile=stage,
+            check=CheckStage(ok=False, cases=cases, message=msg),
+            system=system,
+        )
+    ok = all(c.ok for c in cases)
+    note = f"{skipped} large case(s) skipped in the simulator" if skipped else None
+    check_stage = CheckStage(ok=ok, cases=cases, message=note)
+    if not ok:
+        bad = next(c for c in cases if not c.ok)
+        return run.result(
+            RunState.wrong,
+            f"case {bad.name}: {bad.message}",
+            compile=stage,
+            check=check_stage,
+            system=system,
+        )
+    if job.mode == "check" or cap is not Capability.run:
+        reason = backend.untimed_reason() if cap is not Capability.run else "check-only run"
+        return run.result(
+            RunState.done,
+            "Correct." + (f" Untimed: {reason}." if reason else ""),
+            compile=stage,
+            check=check_stage,
+            system=system,
+            timing=TimingStage(timed=False, untimed_reason=reason),
+        )
+    run.emit(RunState.timing)
+    try:
+        timing, roofline, recheck = measure(problem, backend, kernel, plan, ops, job, launch_for)
+    except Exception as exc:  # noqa: BLE001
+        if ops.on_gpu:
+            _POISONED = True
+        return run.result(
+            RunState.runtime_error,
+            f"during timing: {_learner_trace(exc)}",
+            compile=stage,
+            check=check_stage,
+            system=system,
+        )
+    check_stage.recheck_ok = recheck.ok
+    if not recheck.ok:
+        check_stage.ok = False
+        check_stage.cases.append(recheck)
+        return run.result(
+            RunState.wrong,
+            f"re-check after timing failed: {recheck.message}",
+            compile=stage,
+            check=check_stage,
+            timing=timing,
+            system=system,
+        )
+    return run.result(
+        RunState.done,
+        "Correct.",
+        compile=stage,
+        check=check_stage,
+        timing=timing,
+        roofline=roofline,
+        system=system,
+    )
+
+
+def _merge_report(stage: CompileStage, kernel: CompiledKernel) -> None:
+    """Fold what a lazy JIT learned at its first launch into the compile stage."""
+    late = kernel.report()
+    if late is None:
+        return
+    if late.resources and not stage.resources:
+        stage.resources = late.resources
+    stage.ptx = stage.ptx or late.ptx
+    stage.sass = stage.sass or late.sass

@@ -1,0 +1,169 @@
+"""One timer for every GPU backend, one for the CPU, with the same statistics.
+
+GPU: warm-up; before every rep the L2 is flushed (a memset of a buffer larger than the
+L2) and per-rep resets run, all outside the timed region; CUDA events bracket each
+launch; reps continue until the relative standard error of the mean is <= 1% (at least
+10 reps) or a time cap is reached. The flush also hides the host's launch overhead:
+while the GPU clears the buffer, the host has already queued the kernel.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from kernels.models import ClockReading, TimingStage
+
+MIN_REPS = 10
+MAX_REPS = 5000
+TARGET_RSE = 0.01
+BATCH = 10
+
+
+def summarize(samples_us: list[float]) -> dict[str, float | int]:
+    arr = np.asarray(samples_us, dtype=np.float64)
+    q1, med, q3 = np.percentile(arr, [25, 50, 75])
+    mean = float(arr.mean())
+    stderr = float(arr.std(ddof=1) / np.sqrt(len(arr))) if len(arr) > 1 else 0.0
+    return {
+        "median_us": float(med),
+        "q1_us": float(q1),
+        "q3_us": float(q3),
+        "iqr_us": float(q3 - q1),
+        "mean_us": mean,
+        "stderr_us": stderr,
+        "min_us": float(arr.min()),
+        "reps": len(arr),
+        "rel_stderr": stderr / mean if mean > 0 else 0.0,
+    }
+
+
+def _done(samples: list[float], started: float, cap_s: float) -> bool:
+    if len(samples) < MIN_REPS:
+        return False
+    if len(samples) >= MAX_REPS or time.perf_counter() - started > cap_s:
+        return True
+    return bool(summarize(samples)["rel_stderr"] <= TARGET_RSE)
+
+
+# ------------------------------------------------------------------ GPU
+
+
+class _Flusher:
+    """A buffer at least twice the L2, cleared before each rep to evict what the kernel used."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        dev = cupy.cuda.Device()
+        l2 = int(dev.attributes.get("L2CacheSize", 50 * 2**20))
+        self.nbytes = max(2 * l2, 256 * 2**20)
+        self.buf = cupy.empty(self.nbytes, dtype=cupy.uint8)
+
+    def flush(self) -> None:
+        import cupy
+
+        cupy.cuda.runtime.memsetAsync(self.buf.data.ptr, 0, self.nbytes, 0)
+
+
+_FLUSHER: _Flusher | None = None
+
+
+def _flusher() -> _Flusher:
+    global _FLUSHER
+    if _FLUSHER is None:
+        _FLUSHER = _Flusher()
+    return _FLUSHER
+
+
+def gpu_clocks() -> ClockReading | None:
+    """SM and memory clocks, temperature and power of the current device through NVML."""
+    try:
+        import cupy
+        import pynvml
+
+        pynvml.nvmlInit()
+        bus_id = cupy.cuda.Device().pci_bus_id
+        handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id.encode())
+        return ClockReading(
+            sm_mhz=pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            mem_mhz=pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+            temperature_c=pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+            power_w=pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+        )
+    except Exception:  # noqa: BLE001 - clocks are informative; never fail a run over them
+        return None
+
+
+def time_gpu(
+    launch: Callable[[], None],
+    before_rep: Callable[[], None] | None = None,
+    cap_s: float = 2.0,
+    flush_l2: bool = True,
+    warmup: int = 3,
+) -> TimingStage:
+    import cupy
+
+    for _ in range(warmup):
+        if before_rep:
+            before_rep()
+        launch()
+    cupy.cuda.Device().synchronize()
+    clocks_before = gpu_clocks()
+    flusher = _flusher() if flush_l2 else None
+    samples: list[float] = []
+    started = time.perf_counter()
+    while not _done(samples, started, cap_s):
+        events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(BATCH)]
+        for start, end in events:
+            if flusher:
+                flusher.flush()
+            if before_rep:
+                before_rep()
+            start.record()
+            launch()
+            end.record()
+        events[-1][1].synchronize()
+        samples.extend(cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in events)
+    stats = summarize(samples)
+    return TimingStage(
+        timed=True,
+        l2_flushed=flush_l2,
+        clocks_before=clocks_before,
+        clocks_after=gpu_clocks(),
+        timer="cuda-events",
+        **stats,  # type: ignore[arg-type]
+    )
+
+
+# ------------------------------------------------------------------ CPU
+
+
+def time_cpu(
+    launch: Callable[[], None],
+    before_rep: Callable[[], None] | None = None,
+    cap_s: float = 2.0,
+    warmup: int = 2,
+    threads: int | None = None,
+) -> TimingStage:
+    for _ in range(warmup):
+        if before_rep:
+            before_rep()
+        launch()
+    samples: list[float] = []
+    started = time.perf_counter()
+    while not _done(samples, started, cap_s):
+        if before_rep:
+            before_rep()
+        t0 = time.perf_counter_ns()
+        launch()
+        samples.append((time.perf_counter_ns() - t0) / 1000.0)
+    return TimingStage(
+        timed=True,
+        l2_flushed=False,
+        threads=threads,
+        timer="perf_counter_ns",
+        **summarize(samples),  # type: ignore[arg-type]
+    )
