@@ -1,0 +1,47 @@
+"""Shared test configuration.
+
+A test that needs a service (Redis, PostgreSQL, Chromium, a GPU) skips with the reason
+on a developer's machine; with KPLAY_REQUIRE_SERVICES=1 (set by CI) the skip of a
+`redis`, `postgres` or `browser` test becomes a failure.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+REQUIRED_MARKERS = {"redis", "postgres", "browser"}
+
+
+def services_required() -> bool:
+    return os.environ.get("KPLAY_REQUIRE_SERVICES") == "1"
+
+
+def skip_or_fail(reason: str) -> None:
+    """Skip, or fail when CI forbids skipping service tests."""
+    if services_required():
+        pytest.fail(f"required service missing: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    if not services_required() or not report.skipped:
+        return
+    if REQUIRED_MARKERS & {m.name for m in item.iter_markers()}:
+        report.outcome = "failed"
+        report.longrepr = f"skipping a service test is forbidden in CI: {report.longrepr}"
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    from kernels.device import has_cuda_gpu
+
+    if has_cuda_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

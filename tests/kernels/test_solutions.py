@@ -1,0 +1,67 @@
+"""The harness is tested by the solutions: every correct one passes, every wrong one fails.
+
+Runs on the paths a machine without a GPU has: Numba on the CPU, Numba's CUDA simulator
+and Triton's interpreter; CUDA C++ solutions are compiled with their resource report.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels.backends.base import Capability, get_backend
+from kernels.catalog import load_catalog
+from kernels.evaluate import evaluate
+from kernels.models import RunJob, RunState
+
+GPU_ONLY_MARK = "kplay-expect: wrong-on-gpu-only"
+
+
+def _solutions(kind: str) -> list[tuple[str, str, str]]:
+    out = []
+    for slug, spec in load_catalog().items():
+        for backend, path in spec.solutions(kind):  # type: ignore[arg-type]
+            out.append((slug, backend, str(path)))
+    return out
+
+
+def _ids(items: list[tuple[str, str, str]]) -> list[str]:
+    return [f"{s}-{b}-{p.rsplit('/', 1)[-1]}" for s, b, p in items]
+
+
+def _job(slug: str, backend: str, path: str) -> RunJob:
+    with open(path) as fh:
+        source = fh.read()
+    return RunJob(problem=slug, backend=backend, source=source, mode="check", seed=1234)
+
+
+CORRECT = _solutions("correct")
+WRONG = _solutions("wrong")
+
+
+@pytest.mark.parametrize("slug,backend,path", CORRECT, ids=_ids(CORRECT))
+def test_correct_solution_passes(slug: str, backend: str, path: str) -> None:
+    result = evaluate(_job(slug, backend, path))
+    assert result.state is RunState.done, f"{result.state}: {result.message}"
+    cap = get_backend(backend).capability()
+    if cap is Capability.compile_only:
+        assert result.compile and result.compile.resources, "no resource report"
+        assert result.timing and not result.timing.timed
+        assert "not run" in (result.timing.untimed_reason or "")
+    else:
+        assert result.check and result.check.ok and result.check.cases
+
+
+@pytest.mark.parametrize("slug,backend,path", WRONG, ids=_ids(WRONG))
+def test_wrong_solution_fails(slug: str, backend: str, path: str) -> None:
+    job = _job(slug, backend, path)
+    cap = get_backend(backend).capability()
+    if cap is Capability.compile_only:
+        result = evaluate(job)
+        assert result.state is RunState.done and not result.timing.timed  # compiled, not run
+        return
+    if GPU_ONLY_MARK in job.source and cap is not Capability.run:
+        pytest.skip("this wrong solution is a race that only real hardware exposes")
+    result = evaluate(job)
+    assert result.state in (RunState.wrong, RunState.runtime_error), (
+        f"a wrong solution was accepted: {result.state} {result.message}"
+    )
