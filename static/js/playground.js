@@ -1,0 +1,492 @@
+// The page's glue: theme toggle, kernel cells (editor island, backend tabs, Run, Reset,
+// launch fields, saved edits), and the run cards that htmx keeps fresh.
+// Talks to the islands only through their contracts: window.KPlayEditor, window.KPlayRoofline.
+(function () {
+  "use strict";
+
+  var THEME_KEY = "kplay:theme";
+  var root = document.documentElement;
+  var cells = [];
+  var isMac = /Mac|iPhone|iPad|iPod/.test(navigator.platform || navigator.userAgent || "");
+
+  // ------------------------------------------------------------------ storage
+
+  function load(key) {
+    try {
+      return window.localStorage.getItem(key);
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function save(key, value) {
+    try {
+      if (value === null) window.localStorage.removeItem(key);
+      else window.localStorage.setItem(key, value);
+    } catch (e) {
+      // Private windows and full quotas: edits then live only as long as the page.
+    }
+  }
+
+  // ------------------------------------------------------------------ theme
+
+  function isDark() {
+    return root.getAttribute("data-theme") === "dark";
+  }
+
+  function syncThemeButtons() {
+    var dark = isDark();
+    document.querySelectorAll("[data-theme-toggle]").forEach(function (btn) {
+      btn.setAttribute("aria-pressed", dark ? "true" : "false");
+      var label = btn.querySelector(".theme-toggle-label");
+      if (label) label.textContent = dark ? "Light theme" : "Dark theme";
+      btn.title = dark ? "Switch to the light theme" : "Switch to the dark theme";
+    });
+  }
+
+  function setTheme(theme) {
+    root.setAttribute("data-theme", theme);
+    save(THEME_KEY, theme);
+    syncThemeButtons();
+    cells.forEach(function (cell) {
+      cell.editor.setDark(theme === "dark");
+    });
+  }
+
+  // ------------------------------------------------------------------ editor
+
+  // A plain textarea with the editor's interface, for when the editor bundle is missing.
+  function textareaEditor(parent, opts) {
+    var area = document.createElement("textarea");
+    area.className = "kcell-textarea";
+    area.spellcheck = false;
+    area.value = opts.doc;
+    area.setAttribute("aria-label", opts.label || "Kernel source");
+    area.rows = Math.min(30, Math.max(8, opts.doc.split("\n").length + 1));
+    area.addEventListener("keydown", function (ev) {
+      if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) {
+        ev.preventDefault();
+        opts.onRun();
+      }
+    });
+    area.addEventListener("input", function () {
+      opts.onChange(area.value);
+    });
+    parent.appendChild(area);
+    return {
+      getDoc: function () { return area.value; },
+      setDoc: function (text) { area.value = text; },
+      setLanguage: function () {},
+      markLines: function () {},
+      clearMarks: function () {},
+      setDark: function () {},
+      focus: function () { area.focus(); },
+      destroy: function () { area.remove(); },
+    };
+  }
+
+  function makeEditor(parent, opts) {
+    if (window.KPlayEditor && typeof window.KPlayEditor.create === "function") {
+      try {
+        return window.KPlayEditor.create(parent, opts);
+      } catch (err) {
+        console.error("editor failed to start; using a plain text area", err);
+      }
+    }
+    return textareaEditor(parent, opts);
+  }
+
+  // ------------------------------------------------------------------ cells
+
+  function Cell(el) {
+    this.el = el;
+    this.id = el.getAttribute("data-cell");
+    this.data = JSON.parse(el.querySelector(".kcell-data").textContent);
+    this.offers = {};
+    this.launchValues = {};
+    this.diagnostics = {};
+    var self = this;
+    this.data.backends.forEach(function (offer) {
+      self.offers[offer.key] = offer;
+    });
+    var saved = load(this.tabKey());
+    this.backend = saved && this.offers[saved] ? saved : this.data.backend;
+    this.form = el.querySelector("[data-run-form]");
+    this.slot = el.querySelector("[data-card-slot]");
+    this.status = el.querySelector("[data-status]");
+    this.saveTimer = null;
+    var host = el.querySelector("[data-editor]");
+    host.innerHTML = "";
+    this.editor = makeEditor(host, {
+      doc: this.docFor(this.backend),
+      language: this.offers[this.backend].language,
+      dark: isDark(),
+      label: this.offers[this.backend].title + " source of " + this.id,
+      onRun: function () { self.run(); },
+      onChange: function () { self.scheduleSave(); },
+    });
+    this.bind();
+    this.showBackend(this.backend);
+  }
+
+  Cell.prototype.srcKey = function (backend) {
+    return "kplay:src:" + this.id + ":" + backend;
+  };
+
+  Cell.prototype.tabKey = function () {
+    return "kplay:tab:" + this.id;
+  };
+
+  Cell.prototype.docFor = function (backend) {
+    var saved = load(this.srcKey(backend));
+    return saved !== null ? saved : this.offers[backend].starter;
+  };
+
+  Cell.prototype.scheduleSave = function () {
+    var self = this;
+    clearTimeout(this.saveTimer);
+    this.saveTimer = setTimeout(function () { self.saveNow(); }, 250);
+  };
+
+  Cell.prototype.saveNow = function () {
+    clearTimeout(this.saveTimer);
+    this.saveTimer = null;
+    var doc = this.editor.getDoc();
+    // Untouched starters are not stored, so a revised starter reaches the reader.
+    save(this.srcKey(this.backend), doc === this.offers[this.backend].starter ? null : doc);
+  };
+
+  Cell.prototype.bind = function () {
+    var self = this;
+    this.el.querySelectorAll(".kcell-tab").forEach(function (tab) {
+      tab.addEventListener("click", function () { self.select(tab.getAttribute("data-backend")); });
+      tab.addEventListener("keydown", function (ev) { self.tabKeys(ev); });
+    });
+    this.form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      self.run();
+    });
+    this.el.querySelector("[data-reset]").addEventListener("click", function () { self.reset(); });
+    this.el.addEventListener("click", function (ev) {
+      var attempt = ev.target.closest("[data-load-run]");
+      if (attempt) {
+        self.loadRun(attempt.getAttribute("data-load-run"), attempt.getAttribute("data-backend"));
+      }
+      var line = ev.target.closest("[data-goto-line]");
+      if (line) self.gotoLine(parseInt(line.getAttribute("data-goto-line"), 10));
+    });
+    this.el.querySelectorAll("[data-mod-key]").forEach(function (k) {
+      k.textContent = isMac ? "⌘" : "Ctrl";
+    });
+  };
+
+  Cell.prototype.tabKeys = function (ev) {
+    var keys = this.data.backends.map(function (b) { return b.key; });
+    var at = keys.indexOf(this.backend);
+    var next = null;
+    if (ev.key === "ArrowRight") next = keys[(at + 1) % keys.length];
+    else if (ev.key === "ArrowLeft") next = keys[(at - 1 + keys.length) % keys.length];
+    else if (ev.key === "Home") next = keys[0];
+    else if (ev.key === "End") next = keys[keys.length - 1];
+    if (next === null) return;
+    ev.preventDefault();
+    this.select(next);
+    this.el.querySelector('.kcell-tab[data-backend="' + next + '"]').focus();
+  };
+
+  Cell.prototype.stashLaunch = function () {
+    var values = {};
+    this.form.querySelectorAll(".launch-field input").forEach(function (input) {
+      values[input.name] = input.value;
+    });
+    this.launchValues[this.backend] = values;
+  };
+
+  Cell.prototype.select = function (backend) {
+    if (!this.offers[backend] || backend === this.backend) return;
+    if (this.saveTimer) this.saveNow();
+    this.stashLaunch();
+    this.backend = backend;
+    save(this.tabKey(), backend);
+    this.editor.clearMarks();
+    this.editor.setLanguage(this.offers[backend].language);
+    this.editor.setDoc(this.docFor(backend));
+    this.showBackend(backend);
+    this.markFor(backend);
+  };
+
+  // Tabs, launch fields and their placeholders for the selected backend.
+  Cell.prototype.showBackend = function (backend) {
+    var cid = this.id;
+    this.el.querySelectorAll(".kcell-tab").forEach(function (tab) {
+      var on = tab.getAttribute("data-backend") === backend;
+      tab.setAttribute("aria-selected", on ? "true" : "false");
+      tab.tabIndex = on ? 0 : -1;
+    });
+    var panel = this.el.querySelector(".kcell-panel");
+    panel.setAttribute("aria-labelledby", "cell-" + cid + "-tab-" + backend);
+    var launch = this.offers[backend].launch || {};
+    var stash = this.launchValues[backend] || {};
+    var placeholders = {
+      grid: (launch.grid || []).join(", "),
+      block: (launch.block || []).join(", "),
+      shared_mem_bytes: launch.shared_mem_bytes || "",
+      constants: Object.keys(launch.constants || {}).map(function (k) {
+        return k + "=" + launch.constants[k];
+      }).join(", "),
+      num_warps: launch.num_warps == null ? "" : String(launch.num_warps),
+      num_stages: launch.num_stages == null ? "" : String(launch.num_stages),
+    };
+    var shown = 0;
+    this.form.querySelectorAll(".launch-field").forEach(function (field) {
+      var input = field.querySelector("input");
+      var applies = (field.getAttribute("data-launch-for") || "").split(" ").indexOf(backend) >= 0;
+      field.hidden = !applies;
+      input.disabled = !applies;
+      input.placeholder = placeholders[input.name] || "";
+      input.value = stash[input.name] || "";
+      if (applies) shown += 1;
+    });
+    this.form.querySelector("[data-launch]").hidden = shown === 0;
+  };
+
+  Cell.prototype.say = function (text) {
+    if (this.status) this.status.textContent = text;
+  };
+
+  Cell.prototype.run = function () {
+    var self = this;
+    if (this.posting) return;
+    this.saveNow();
+    var body = new FormData(this.form); // disabled (inapplicable) launch fields are left out
+    body.set("backend", this.backend);
+    body.set("source", this.editor.getDoc());
+    this.editor.clearMarks();
+    this.diagnostics[this.backend] = [];
+    this.posting = true;
+    this.el.classList.add("is-submitting");
+    this.say("Sending…");
+    fetch(this.el.getAttribute("data-run-url"), {
+      method: "POST",
+      body: body,
+      headers: { "HX-Request": "true" },
+      credentials: "same-origin",
+    })
+      .then(function (resp) { return resp.text(); })
+      .then(function (html) {
+        self.showCard(html);
+        self.say("");
+      })
+      .catch(function (err) {
+        self.showCard(
+          '<section class="run-card tone-bad run-input-error" data-run-card data-final="true" role="alert">' +
+            '<header class="run-head"><p class="verdict verdict-bad">Not sent</p></header>' +
+            '<p class="run-message"></p><p class="muted">Your code is still in the editor.</p></section>'
+        );
+        self.slot.querySelector(".run-message").textContent =
+          "Could not reach the server (" + err.message + "). Try again when it is back.";
+        self.say("");
+      })
+      .finally(function () {
+        self.posting = false;
+        self.el.classList.remove("is-submitting");
+      });
+  };
+
+  Cell.prototype.showCard = function (html) {
+    this.slot.innerHTML = html;
+    var card = this.slot.querySelector("[data-run-card]");
+    if (!card) return;
+    if (window.htmx) window.htmx.process(card);
+    activateCard(card, true);
+  };
+
+  Cell.prototype.reset = function () {
+    var starter = this.offers[this.backend].starter;
+    if (this.editor.getDoc() === starter) return;
+    var ok = window.confirm(
+      "Replace your " + this.offers[this.backend].title + " code with the starter? Your edits are discarded."
+    );
+    if (!ok) return;
+    this.editor.clearMarks();
+    this.editor.setDoc(starter);
+    save(this.srcKey(this.backend), null);
+    this.editor.focus();
+  };
+
+  Cell.prototype.loadRun = function (runId, backend) {
+    var self = this;
+    fetch("/api/v1/runs/" + encodeURIComponent(runId), { headers: { Accept: "application/json" } })
+      .then(function (resp) {
+        if (!resp.ok) throw new Error("the server answered " + resp.status);
+        return resp.json();
+      })
+      .then(function (run) {
+        var target = self.offers[run.backend] ? run.backend : backend;
+        if (target !== self.backend) self.select(target);
+        var current = self.editor.getDoc();
+        if (current !== run.source && current !== self.offers[target].starter) {
+          if (!window.confirm("Replace the code in the editor with this attempt?")) return;
+        }
+        self.editor.clearMarks();
+        self.editor.setDoc(run.source);
+        self.saveNow();
+        self.editor.focus();
+        self.say("Loaded an earlier attempt.");
+      })
+      .catch(function (err) {
+        self.say("Could not load that attempt: " + err.message);
+      });
+  };
+
+  Cell.prototype.gotoLine = function (line) {
+    var view = this.editor.view;
+    if (view && view.state && line >= 1) {
+      var n = Math.min(line, view.state.doc.lines);
+      view.dispatch({ selection: { anchor: view.state.doc.line(n).from }, scrollIntoView: true });
+    }
+    this.editor.focus();
+  };
+
+  Cell.prototype.markFor = function (backend) {
+    var marks = (this.diagnostics[backend] || []).filter(function (d) {
+      return typeof d.line === "number" && d.line > 0;
+    });
+    if (marks.length) this.editor.markLines(marks);
+  };
+
+  Cell.prototype.onDiagnostics = function (detail) {
+    this.diagnostics[detail.backend] = detail.diagnostics || [];
+    if (detail.backend === this.backend) {
+      this.editor.clearMarks();
+      this.markFor(detail.backend);
+    }
+  };
+
+  Cell.prototype.refreshHistory = function () {
+    var slot = this.el.querySelector("[data-history-slot]");
+    var box = slot.querySelector("[data-history-box]");
+    var wasOpen = box ? box.open : false;
+    fetch(this.el.getAttribute("data-history-url"), { headers: { "HX-Request": "true" } })
+      .then(function (resp) { return resp.ok ? resp.text() : null; })
+      .then(function (html) {
+        if (html === null) return;
+        slot.innerHTML = html;
+        var fresh = slot.querySelector("[data-history-box]");
+        if (fresh && wasOpen) fresh.open = true;
+        localTimes(slot);
+      })
+      .catch(function () { /* the list is a convenience; the next run refreshes it */ });
+  };
+
+  function cellById(id) {
+    for (var i = 0; i < cells.length; i += 1) if (cells[i].id === id) return cells[i];
+    return null;
+  }
+
+  // ------------------------------------------------------------------ run cards
+
+  function localTimes(scope) {
+    scope.querySelectorAll("time[data-local-time]").forEach(function (t) {
+      var when = new Date(t.getAttribute("datetime"));
+      if (!isNaN(when.getTime())) {
+        t.textContent = when.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+        t.title = when.toLocaleString();
+      }
+    });
+  }
+
+  function readJson(card, selector) {
+    var node = card.querySelector(selector);
+    if (!node) return null;
+    try {
+      return JSON.parse(node.textContent);
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function drawRoofline(card) {
+    var box = card.querySelector("[data-roofline]");
+    var data = readJson(card, ".roofline-data");
+    if (!box || !data) return;
+    if (window.KPlayRoofline && typeof window.KPlayRoofline.render === "function") {
+      window.KPlayRoofline.render(box, data);
+    } else {
+      box.textContent = "The roofline chart could not be drawn (its script did not load).";
+    }
+  }
+
+  // A card shown for the first time: times in local time; a final one also draws its chart,
+  // hands its compiler messages to the editor and (when it just finished) refreshes history.
+  function activateCard(card, fresh) {
+    localTimes(card);
+    if (card.getAttribute("data-final") !== "true" || card.hasAttribute("data-activated")) return;
+    card.setAttribute("data-activated", "");
+    drawRoofline(card);
+    var diag = readJson(card, ".run-diagnostics");
+    if (diag && diag.cell) {
+      document.dispatchEvent(new CustomEvent("kplay:diagnostics", { detail: diag }));
+    }
+    var cell = cellById(card.getAttribute("data-cell") || "");
+    if (cell && fresh && !card.hasAttribute("data-input-error")) cell.refreshHistory();
+  }
+
+  function activateWithin(scope, fresh) {
+    if (scope.matches && scope.matches("[data-run-card]")) activateCard(scope, fresh);
+    else scope.querySelectorAll("[data-run-card]").forEach(function (c) { activateCard(c, fresh); });
+  }
+
+  function wireHtmx() {
+    if (!window.htmx) return;
+    window.htmx.onLoad(function (elt) {
+      if (elt !== document.body) activateWithin(elt, true);
+    });
+    // A poll answered with an error (the run vanished): show that answer, stop polling.
+    document.body.addEventListener("htmx:responseError", function (ev) {
+      var elt = ev.detail && ev.detail.elt;
+      if (!elt || !elt.matches || !elt.matches("[data-run-card]")) return;
+      var holder = document.createElement("div");
+      holder.innerHTML = ev.detail.xhr.responseText;
+      var card = holder.querySelector("[data-run-card]");
+      if (card) {
+        elt.replaceWith(card);
+        activateCard(card, true);
+      }
+    });
+    // The server may be restarting: keep polling, and say so.
+    document.body.addEventListener("htmx:sendError", function (ev) {
+      var elt = ev.detail && ev.detail.elt;
+      var detail = elt && elt.querySelector && elt.querySelector(".run-detail");
+      if (detail) detail.textContent = "Lost contact with the server; still trying…";
+    });
+  }
+
+  // ------------------------------------------------------------------ start
+
+  function start() {
+    syncThemeButtons();
+    document.querySelectorAll("[data-theme-toggle]").forEach(function (btn) {
+      btn.addEventListener("click", function () { setTheme(isDark() ? "light" : "dark"); });
+    });
+    document.querySelectorAll(".kcell").forEach(function (el) {
+      try {
+        cells.push(new Cell(el));
+      } catch (err) {
+        console.error("kernel cell " + el.getAttribute("data-cell") + " failed to start", err);
+      }
+    });
+    document.addEventListener("kplay:diagnostics", function (ev) {
+      var cell = cellById(ev.detail.cell);
+      if (cell) cell.onDiagnostics(ev.detail);
+    });
+    window.addEventListener("pagehide", function () {
+      cells.forEach(function (cell) { if (cell.saveTimer) cell.saveNow(); });
+    });
+    activateWithin(document, false);
+    wireHtmx();
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
