@@ -110,7 +110,11 @@ class Backend(ABC):
     def untimed_reason(self) -> str | None:
         cap = self.capability()
         if cap is Capability.simulate:
-            return f"{self.title} ran in a simulator on a machine without a GPU: correctness only"
+            where = {"numba-cuda": "Numba's CUDA simulator", "triton": "Triton's interpreter"}
+            return (
+                f"ran in {where.get(self.key, 'a simulator')} on a machine without a GPU: "
+                "checked for correctness, not timed"
+            )
         if cap is Capability.compile_only:
             return "compiled, not run: this machine has no GPU"
         return None
