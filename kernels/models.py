@@ -75,6 +75,10 @@ class RunJob(_Model):
     # Upper bound on the time spent in the adaptive timing loop of one case.
     timing_cap_s: float = 2.0
     user: str | None = None
+    # Where the job may run (distributed mode): a compute capability it needs, such as
+    # "sm90", and a device model the user picked, such as "H200". None: any suitable.
+    requires: str | None = None
+    device: str | None = None
 
 
 # ---------------------------------------------------------------- compile

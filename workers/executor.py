@@ -42,6 +42,10 @@ class Executor(ABC):
     def devices(self) -> list[dict[str, Any]]:
         """What can run jobs: one dict per device/worker (name, kind, capability, queue...)."""
 
+    def wait_estimate_s(self, job_id: str) -> float | None:
+        """Seconds until the job is expected to start; 0 when running; None when unknown."""
+        return None
+
     @abstractmethod
     def stop(self) -> None:
         """Stop accepting jobs and release resources."""

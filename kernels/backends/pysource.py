@@ -37,8 +37,13 @@ class LoadedSource:
     load_ms: float
 
 
-def source_file(workdir: Path, stem: str = "kernel") -> Path:
-    """A file name not used yet in `workdir`: kernel.py, then kernel_1.py, ...
+# The learner's file is kplay_src.py: the evaluator recognises the learner's frames in a
+# runtime error's traceback by this name.
+SOURCE_STEM = "kplay_src"
+
+
+def source_file(workdir: Path, stem: str = SOURCE_STEM) -> Path:
+    """A file name not used yet in `workdir`: kplay_src.py, then kplay_src_1.py, ...
 
     A new name per compile keeps `linecache` (and so tracebacks and `inspect`) from
     showing the lines of an earlier submission.
@@ -92,8 +97,9 @@ def failed_stage(
     compiler: str | None = None,
 ) -> CompileStage:
     diag = Diagnostic(line=line, column=column, message=message)
-    return CompileStage(ok=False, log=log if log is not None else message, diagnostics=[diag],
-                        compiler=compiler)
+    return CompileStage(
+        ok=False, log=log if log is not None else message, diagnostics=[diag], compiler=compiler
+    )
 
 
 def syntax_error_stage(exc: SyntaxError, compiler: str | None = None) -> CompileStage:
@@ -111,6 +117,7 @@ def exception_stage(
     """A failed stage for an exception raised by the learner's code or on its behalf."""
     line = traceback_line(exc, path) or line_in_text(str(exc), path)
     message = f"{type(exc).__name__}: {clean_message(str(exc))}".rstrip(": ")
+    message = short_paths(message, path)
     log = f"{context}:\n" + learner_traceback(exc, path)
     return failed_stage(message, line=line, log=log, compiler=compiler)
 
@@ -121,6 +128,11 @@ def clean_message(text: str, max_lines: int = MAX_MESSAGE_LINES) -> str:
     if len(lines) > max_lines:
         lines = lines[:max_lines] + [f"... ({len(lines) - max_lines} more lines in the log)"]
     return "\n".join(lines)
+
+
+def short_paths(text: str, path: Path) -> str:
+    """Spell the learner's file by its name alone: the temporary folder means nothing to them."""
+    return re.sub(rf"[^\s\"'(]*/{re.escape(path.name)}\b", path.name, text)
 
 
 # ---------------------------------------------------------------- line numbers
@@ -153,11 +165,11 @@ def traceback_line(exc: BaseException, path: Path) -> int | None:
 
 
 def line_in_text(text: str, path: Path) -> int | None:
-    """A line number of the learner's file mentioned in an error message.
+    """The first line number of the learner's file mentioned in an error message.
 
-    Recognises `File "kernel.py", line 7`, `/dir/kernel.py (7)` (Numba) and
-    `kernel.py:7:` (compilers and MLIR locations). The last mention wins: messages
-    tend to go from the call site down to the offending line.
+    Recognises `File "kplay_src.py", line 7`, `/dir/kplay_src.py (7)` (Numba) and
+    `kplay_src.py:7:` (compilers and MLIR locations). The first mention wins: Numba
+    names the innermost place first and the call sites that led there after it.
     """
     name = re.escape(path.name)
     patterns = (
@@ -169,11 +181,11 @@ def line_in_text(text: str, path: Path) -> int | None:
     for pattern in patterns:
         for m in re.finditer(pattern, text):
             found.append((m.start(), int(m.group(1))))
-    return max(found)[1] if found else None
+    return min(found)[1] if found else None
 
 
 def learner_traceback(exc: BaseException, path: Path) -> str:
-    """The traceback text, with the loader's and harness's frames above the learner's dropped."""
+    """The traceback text, cut down to the learner's frames where it passes through them."""
     te = traceback.TracebackException.from_exception(exc)
     seen: set[int] = set()
     pending: list[traceback.TracebackException | None] = [te]
@@ -183,9 +195,9 @@ def learner_traceback(exc: BaseException, path: Path) -> str:
             continue
         seen.add(id(link))
         frames = list(link.stack)
-        first = next((i for i, f in enumerate(frames) if f.filename == str(path)), None)
-        if first:
-            link.stack = traceback.StackSummary.from_list(frames[first:])
+        mine = [i for i, f in enumerate(frames) if f.filename == str(path)]
+        if mine:  # from the learner's first frame to their last: the library's are noise
+            link.stack = traceback.StackSummary.from_list(frames[mine[0] : mine[-1] + 1])
         pending += [link.__cause__, link.__context__]
     return _ANSI.sub("", "".join(te.format())).rstrip() or repr(exc)
 
@@ -193,8 +205,9 @@ def learner_traceback(exc: BaseException, path: Path) -> str:
 # ---------------------------------------------------------------- the kernel object
 
 
-def lookup(module: ModuleType, kernel_name: str, compiler: str | None = None
-           ) -> tuple[Any, CompileStage | None]:
+def lookup(
+    module: ModuleType, kernel_name: str, compiler: str | None = None
+) -> tuple[Any, CompileStage | None]:
     """The module's attribute `kernel_name`, or a stage saying it is missing."""
     if not kernel_name.isidentifier():
         return None, failed_stage(f"{kernel_name!r} is not a valid Python name", compiler=compiler)
@@ -203,8 +216,9 @@ def lookup(module: ModuleType, kernel_name: str, compiler: str | None = None
             n for n, v in vars(module).items() if not n.startswith("_") and _defined_here(v, module)
         )
         hint = f" (it defines: {', '.join(defined)})" if defined else ""
-        return None, failed_stage(f"no function named {kernel_name} in your source{hint}",
-                                  compiler=compiler)
+        return None, failed_stage(
+            f"no function named {kernel_name} in your source{hint}", compiler=compiler
+        )
     return getattr(module, kernel_name), None
 
 
@@ -247,8 +261,9 @@ def describe(obj: Any) -> str:
     return f"a {kind.__module__}.{kind.__qualname__} object"
 
 
-def wrong_kind_stage(name: str, obj: Any, expected: str, compiler: str | None = None
-                     ) -> CompileStage:
+def wrong_kind_stage(
+    name: str, obj: Any, expected: str, compiler: str | None = None
+) -> CompileStage:
     message = f"{name} is {describe(obj)}; {expected}"
     return failed_stage(message, line=definition_line(obj), compiler=compiler)
 
@@ -279,5 +294,30 @@ def deferred_error(
         message = f"{type(exc).__name__}: {clean_message(text)}"
     if note:
         message = f"{message}\n({note})"
-    log = learner_traceback(exc, path) if exc.__traceback__ else _ANSI.sub("", text)
+    message = short_paths(message, path)
+    if traceback_line(exc, path) is not None:
+        log = learner_traceback(exc, path)
+    else:  # the JIT's own frames would only distract: its message says it all
+        log = f"{type(exc).__name__}: {_ANSI.sub('', text).strip()}"
     return DeferredCompileError(failed_stage(message, line=line, log=log, compiler=compiler))
+
+
+def numba_error(
+    exc: BaseException, path: Path, compiler: str | None, note: str | None = None
+) -> DeferredCompileError:
+    """A Numba typing or lowering failure, with its pipeline chatter trimmed.
+
+    The message names the innermost offending line first; `exc.loc`, where typing
+    stopped, is the fallback (for a call into a faulty helper it is the call).
+    """
+    line = line_in_text(str(exc), path)
+    loc = getattr(exc, "loc", None)  # where typing stopped: a call site, for nested errors
+    if line is None and loc is not None and str(getattr(loc, "filename", "")) == str(path):
+        line = getattr(loc, "line", None)
+    kept = [
+        ln
+        for ln in _ANSI.sub("", str(exc)).splitlines()
+        if not ln.startswith(("Failed in ", "During: "))
+    ]
+    message = f"{type(exc).__name__}: {clean_message(chr(10).join(kept))}"
+    return deferred_error(exc, path, compiler, message=message, line=line, note=note)

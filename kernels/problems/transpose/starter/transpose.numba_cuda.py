@@ -12,5 +12,4 @@ def transpose(inp, out, rows, cols):
     for i in range(cuda.threadIdx.y, TILE, cuda.blockDim.y):
         r = cuda.blockIdx.y * TILE + i
         # TODO: if (r, c) lies inside the input, copy inp[r, c] to out[c, r].
-        if r < 0 and c < 0:
-            pass
+        pass

@@ -10,6 +10,5 @@ def transpose(inp_ptr, out_ptr, rows, cols, BLOCK_R: tl.constexpr, BLOCK_C: tl.c
     c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     inside = (r[:, None] < rows) & (c[None, :] < cols)
     tile = tl.load(inp_ptr + r[:, None] * cols + c[None, :], mask=inside)
-    # TODO: store the tile into out, where element (r, c) belongs at row c, column r.
-    #       The output is cols x rows, so its rows are `rows` elements apart.
-    tile = tile * 0.0
+    # TODO: store `tile` into out. Element (r, c) belongs at row c, column r of the
+    #       cols x rows output, whose rows are `rows` elements apart. Mask the store too.

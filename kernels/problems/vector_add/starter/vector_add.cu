@@ -2,9 +2,7 @@
 // Default launch: grid = ceil_div(n, 256) blocks of 256 threads, one element per thread.
 extern "C" __global__ void vector_add(const float* a, const float* b, float* out, int n)
 {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-
-    // TODO: write out[i] = a[i] + b[i]. The grid is rounded up to whole blocks, so some
-    // threads of the last block have i >= n: they must not touch memory.
-    (void)i;
+    // TODO: compute this thread's global index i from blockIdx.x, blockDim.x and
+    // threadIdx.x, then write out[i] = a[i] + b[i]. The grid is rounded up to whole
+    // blocks, so some threads of the last block have i >= n: they must not touch memory.
 }

@@ -5,5 +5,5 @@ from numba import cuda
 
 @cuda.jit
 def vector_add(a, b, out, n):
-    i = cuda.grid(1)  # this thread's global index  # noqa: F841
+    i = cuda.grid(1)  # this thread's global index
     # TODO: write out[i] = a[i] + b[i], only where i < n (the last block is partly empty).

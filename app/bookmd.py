@@ -1,0 +1,213 @@
+"""Markdown for the book: front matter, tables, footnotes, anchors, admonitions, Pygments,
+and the `kernel-cell` fenced directive that places an editable kernel in a chapter."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from mdit_py_plugins.admon import admon_plugin
+from mdit_py_plugins.anchors import anchors_plugin
+from mdit_py_plugins.footnote import footnote_plugin
+from mdit_py_plugins.front_matter import front_matter_plugin
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
+
+from kernels.problem import ProblemSpec
+
+CELL_INFO = "kernel-cell"
+CELL_KEYS = ("id", "problem", "backend", "backends", "title")
+FRONT_KEYS = ("part", "part_title", "number", "title", "slug", "summary")
+_CELL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+_PLACEHOLDER = re.compile(r"<!--kplay-cell:([A-Za-z0-9_.-]+)-->\n?")
+_LEXER_ALIASES = {"cu": "cuda", "c++": "cpp", "py": "python", "sh": "console"}
+
+
+class BookError(ValueError):
+    """A chapter that cannot be served; the message names the file and line."""
+
+    def __init__(self, path: Path, line: int | None, message: str) -> None:
+        self.path = path
+        self.line = line
+        super().__init__(f"{path}{f':{line}' if line else ''}: {message}")
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    id: str
+    problem: str
+    backend: str
+    backends: tuple[str, ...]
+    title: str | None
+    chapter: str
+    path: Path
+    line: int
+
+
+@dataclass(frozen=True)
+class RenderedMarkdown:
+    front: dict[str, str]
+    front_line: int
+    # Prose HTML with the cells in reading order between the pieces.
+    segments: tuple[str | CellSpec, ...]
+    cells: tuple[CellSpec, ...]
+
+
+def _strip_comment(value: str) -> str:
+    # "cuda, triton   # optional" -> "cuda, triton"; a '#' glued to text stays (ids, formulas).
+    return re.split(r"\s+#", value, maxsplit=1)[0].strip()
+
+
+def parse_pairs(text: str, path: Path, first_line: int, what: str) -> dict[str, tuple[str, int]]:
+    """`key: value` lines (blank lines and # comments skipped) -> {key: (value, line)}."""
+    out: dict[str, tuple[str, int]] = {}
+    for offset, raw in enumerate(text.splitlines()):
+        line = first_line + offset
+        stripped = raw.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        key, sep, value = stripped.partition(":")
+        key = key.strip()
+        if not sep or not key:
+            raise BookError(path, line, f"{what}: expected 'key: value', got {stripped!r}")
+        if key in out:
+            raise BookError(path, line, f"{what}: {key!r} given twice")
+        value = _strip_comment(value)
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        out[key] = (value, line)
+    return out
+
+
+def parse_cell(
+    token: Token, path: Path, chapter: str, problems: Mapping[str, ProblemSpec]
+) -> CellSpec:
+    start = (token.map[0] + 1) if token.map else 0
+    fields = parse_pairs(token.content, path, start + 1, "kernel-cell")
+    unknown = sorted(set(fields) - set(CELL_KEYS))
+    if unknown:
+        raise BookError(path, start, f"kernel-cell: unknown key(s) {unknown}; use {CELL_KEYS}")
+    for key in ("id", "problem", "backend"):
+        if not fields.get(key, ("", 0))[0]:
+            raise BookError(path, start, f"kernel-cell: missing '{key}'")
+    cell_id, id_line = fields["id"]
+    if not _CELL_ID.match(cell_id):
+        raise BookError(path, id_line, f"kernel-cell id {cell_id!r}: use letters, digits, . _ -")
+    slug, slug_line = fields["problem"]
+    problem = problems.get(slug)
+    if problem is None:
+        known = ", ".join(sorted(problems)) or "none"
+        raise BookError(
+            path, slug_line, f"kernel-cell {cell_id!r}: unknown problem {slug!r}; known: {known}"
+        )
+    backend, backend_line = fields["backend"]
+    if "backends" in fields:
+        text, backends_line = fields["backends"]
+        backends = tuple(b.strip() for b in text.split(",") if b.strip())
+    else:
+        backends, backends_line = tuple(problem.backends), start
+    for key, line in [(b, backends_line) for b in backends] + [(backend, backend_line)]:
+        if key not in problem.backends:
+            raise BookError(
+                path,
+                line,
+                f"kernel-cell {cell_id!r}: problem {slug!r} does not offer backend {key!r}; "
+                f"it offers {', '.join(problem.backends)}",
+            )
+    if backend not in backends:
+        raise BookError(
+            path, backend_line, f"kernel-cell {cell_id!r}: backend {backend!r} not in backends"
+        )
+    title = fields.get("title", ("", 0))[0] or None
+    return CellSpec(cell_id, slug, backend, backends, title, chapter, path, start)
+
+
+@lru_cache(maxsize=1)
+def _formatter() -> HtmlFormatter[str]:
+    return HtmlFormatter(nowrap=True)
+
+
+def highlight_code(code: str, lang: str) -> str:
+    name = _LEXER_ALIASES.get(lang.lower(), lang.lower())
+    if not name:
+        return html.escape(code)
+    try:
+        lexer = get_lexer_by_name(name, stripnl=False)
+    except ClassNotFound:
+        return html.escape(code)
+    return highlight(code, lexer, _formatter())
+
+
+def _render_fence(self: Any, tokens: list[Token], idx: int, options: Any, env: Any) -> str:
+    token = tokens[idx]
+    info = token.info.strip().split(maxsplit=1)[0] if token.info.strip() else ""
+    if info == CELL_INFO:
+        return f"<!--kplay-cell:{env['cells'][idx].id}-->\n"
+    lang = html.escape(info)
+    body = highlight_code(token.content, info)
+    label = f'<span class="code-lang">{lang}</span>' if lang else ""
+    return (
+        f'<div class="code-block" data-lang="{lang}">{label}<pre><code>{body}</code></pre></div>\n'
+    )
+
+
+@lru_cache(maxsize=1)
+def markdown() -> MarkdownIt:
+    md = (
+        MarkdownIt("commonmark", {"typographer": True})
+        .enable(["table", "replacements", "smartquotes"])
+        .use(front_matter_plugin)
+        .use(footnote_plugin)
+        .use(anchors_plugin, min_level=2, max_level=3, permalink=True, permalinkSymbol="#")
+        .use(admon_plugin)
+    )
+    md.add_render_rule("fence", _render_fence)
+    return md
+
+
+def render(
+    text: str, path: Path, problems: Mapping[str, ProblemSpec], default_slug: str
+) -> RenderedMarkdown:
+    md = markdown()
+    tokens = md.parse(text)
+    front: dict[str, str] = {}
+    front_line = 1
+    for tok in tokens:
+        if tok.type == "front_matter":
+            pairs = parse_pairs(tok.content, path, 2, "front matter")
+            unknown = sorted(set(pairs) - set(FRONT_KEYS))
+            if unknown:
+                raise BookError(path, 1, f"front matter: unknown key(s) {unknown}; {FRONT_KEYS}")
+            front = {k: v for k, (v, _line) in pairs.items()}
+            break
+    slug = front.get("slug") or default_slug
+    cells: dict[int, CellSpec] = {}
+    seen: dict[str, int] = {}
+    for idx, tok in enumerate(tokens):
+        if tok.type == "fence" and tok.info.strip().split(maxsplit=1)[:1] == [CELL_INFO]:
+            cell = parse_cell(tok, path, slug, problems)
+            if cell.id in seen:
+                raise BookError(
+                    path, cell.line, f"duplicate kernel-cell id {cell.id!r} (line {seen[cell.id]})"
+                )
+            seen[cell.id] = cell.line
+            cells[idx] = cell
+    body = md.renderer.render(tokens, md.options, {"cells": cells})
+    by_id = {c.id: c for c in cells.values()}
+    pieces = _PLACEHOLDER.split(body)
+    segments: list[str | CellSpec] = []
+    for i, piece in enumerate(pieces):
+        if i % 2:
+            segments.append(by_id[piece])
+        elif piece.strip():
+            segments.append(piece)
+    return RenderedMarkdown(front, front_line, tuple(segments), tuple(cells.values()))

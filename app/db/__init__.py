@@ -1,0 +1,1 @@
+"""Persistence: SQLAlchemy models, the engine/session factory and migrations."""

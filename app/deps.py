@@ -1,0 +1,49 @@
+"""FastAPI dependencies as Annotated aliases; handlers name what they need and nothing more."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from fastapi.templating import Jinja2Templates
+
+from app.book import Book
+from app.db.session import Database
+from app.services.runs import RunService
+from app.settings import Settings
+from kernels.problem import ProblemSpec
+from workers.executor import Executor
+
+
+@dataclass
+class Services:
+    settings: Settings
+    book: Book
+    catalog: Mapping[str, ProblemSpec]
+    templates: Jinja2Templates
+    db: Database | None = None
+    executor: Executor | None = None
+    runs: RunService | None = None
+
+
+def get_services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+def get_runs(services: Annotated[Services, Depends(get_services)]) -> RunService:
+    if services.runs is None:
+        raise RuntimeError("the app has not started: use it inside its lifespan")
+    return services.runs
+
+
+def get_user(services: Annotated[Services, Depends(get_services)]) -> str:
+    # Accounts come later; until then every run belongs to the configured anonymous user.
+    return services.settings.anonymous_user
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+RunsDep = Annotated[RunService, Depends(get_runs)]
+UserDep = Annotated[str, Depends(get_user)]

@@ -1,0 +1,26 @@
+"""The one place that decides which executor runs jobs."""
+
+from __future__ import annotations
+
+from app.settings import Settings
+from workers.executor import Executor
+
+
+def make_executor(settings: Settings) -> Executor:
+    """LocalExecutor by default; CeleryExecutor when a broker URL is configured.
+
+    Both are imported lazily: the embedded mode must not need Celery installed, and the
+    distributed mode must not start a local process pool.
+    """
+    if settings.broker_url:
+        from workers.celery_executor import CeleryExecutor
+
+        return CeleryExecutor(
+            broker_url=settings.broker_url, job_timeout_s=settings.job_timeout_s
+        )
+    from workers.limits import Limits
+    from workers.local import LocalExecutor
+
+    limits = Limits(wall_timeout_s=settings.job_timeout_s)
+    # Positional: the pool size is the first parameter whatever its name.
+    return LocalExecutor(settings.pool_size, limits)

@@ -1,0 +1,126 @@
+"""The FastAPI factory and `serve`. The lifespan owns the database and the executor."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.book import Book, BookError
+from app.db.migrate import upgrade
+from app.db.session import Database
+from app.deps import Services
+from app.executors import make_executor
+from app.render import STATIC_DIR, error_page, make_templates
+from app.routers import api, fleet, pages, runs_html
+from app.services.records import DatabaseSink, reconcile_interrupted
+from app.services.runs import RunService
+from app.settings import Settings
+from kernels.catalog import load_catalog
+from workers.executor import Executor
+
+log = logging.getLogger(__name__)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    """Pydantic's error list as one sentence a person can act on."""
+    parts = []
+    for err in exc.errors():
+        loc = [str(x) for x in err.get("loc", ()) if x != "body"]
+        where = ".".join(loc)
+        if err.get("type") == "json_invalid":
+            return f"malformed JSON body: {err.get('ctx', {}).get('error', err.get('msg'))}"
+        parts.append(f"{where}: {err.get('msg')}" if where else str(err.get("msg")))
+    return "; ".join(parts) or "invalid request"
+
+
+def _install_timing(app: FastAPI) -> None:
+    # Server-Timing lets a browser's network panel (or a benchmark) see server time alone.
+    @app.middleware("http")
+    async def server_timing(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        response.headers["Server-Timing"] = f"app;dur={elapsed_ms:.2f}"
+        return response
+
+
+def _install_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def validation(request: Request, exc: RequestValidationError) -> Response:
+        message = _validation_message(exc)
+        status = 400 if message.startswith("malformed JSON") else 422
+        return JSONResponse({"detail": message}, status_code=status)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        if request.url.path.startswith(("/api/", "/static/")) or exc.status_code < 400:
+            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+        return error_page(request, request.app.state.services, exc.status_code, str(exc.detail))
+
+    @app.exception_handler(BookError)
+    async def book_error(request: Request, exc: BookError) -> Response:
+        log.error("book error: %s", exc)
+        return error_page(request, request.app.state.services, 500, str(exc))
+
+
+def create_app(settings: Settings | None = None, executor: Executor | None = None) -> FastAPI:
+    settings = settings or Settings()
+    catalog = load_catalog()
+    book = Book(settings.book_dir, catalog)
+    book.index()  # a broken chapter stops the start, with its file and line
+    services = Services(settings=settings, book=book, catalog=catalog, templates=make_templates())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db = Database(settings.database_url)
+        upgrade(db.engine)
+        reconcile_interrupted(db)
+        ex = executor if executor is not None else make_executor(settings)
+        ex.start(DatabaseSink(db))
+        services.db, services.executor = db, ex
+        services.runs = RunService(db, ex, catalog, book, settings)
+        try:
+            yield
+        finally:
+            ex.stop()
+            if not settings.broker_url:
+                # In-process jobs died with the pool: say so now rather than at the next start.
+                reconcile_interrupted(db)
+            db.dispose()
+
+    app = FastAPI(
+        title="Kernel Playground",
+        summary="Edit, check, time and place kernels on the roofline.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.services = services
+    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.include_router(pages.router)
+    app.include_router(runs_html.router)
+    app.include_router(api.router)
+    app.include_router(fleet.router)
+    _install_handlers(app)
+    _install_timing(app)
+    return app
+
+
+def serve(settings: Settings | None = None) -> None:
+    """Run the app with uvicorn (what `kplay serve` calls)."""
+    import uvicorn
+
+    settings = settings or Settings()
+    logging.basicConfig(level=settings.log_level.upper())
+    uvicorn.run(
+        create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level
+    )

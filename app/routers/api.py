@@ -1,0 +1,82 @@
+"""The JSON API. Thin: every decision is made in app.services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+
+from app.deps import RunsDep, ServicesDep, UserDep
+from app.schemas import ProblemSummary, RunCreate, RunCreated, RunOut, RunSummary
+from app.services.problems import problem_summaries, public_problem
+from app.services.runs import RunInputError, RunNotFound, RunRequest
+
+router = APIRouter(prefix="/api/v1", tags=["api"])
+
+
+def _input_error(exc: RunInputError) -> HTTPException:
+    return HTTPException(status_code=exc.status, detail=exc.message)
+
+
+@router.post("/runs", status_code=201, response_model=RunCreated, summary="Submit a kernel")
+def create_run(body: RunCreate, runs: RunsDep, user: UserDep) -> RunCreated:
+    request = RunRequest(
+        problem=body.problem,
+        backend=body.backend,
+        source=body.source,
+        cell=body.cell,
+        launch=body.launch,
+    )
+    try:
+        run = runs.create(request, user)
+    except RunInputError as exc:
+        raise _input_error(exc) from None
+    return RunCreated(
+        id=run.id,
+        state=run.state,
+        detail=run.detail,
+        queue_position=runs.queue_position(run),
+        url=f"/api/v1/runs/{run.id}",
+    )
+
+
+@router.get("/runs/{run_id}", response_model=RunOut, summary="A run: state, progress, result")
+def get_run(run_id: str, runs: RunsDep) -> RunOut:
+    try:
+        run, position = runs.watch(run_id)
+    except RunNotFound:
+        raise HTTPException(status_code=404, detail=f"no run {run_id!r}") from None
+    return RunOut.full(run, position)
+
+
+@router.get(
+    "/cells/{cell_id}/runs", response_model=list[RunSummary], summary="A cell's runs, newest first"
+)
+def cell_runs(
+    cell_id: str, runs: RunsDep, services: ServicesDep, user: UserDep
+) -> list[RunSummary]:
+    try:
+        services.book.cell(cell_id)
+    except KeyError:
+        raise HTTPException(status_code=404, detail=f"unknown cell {cell_id!r}") from None
+    return [RunSummary.of(r) for r in runs.history(cell_id, user)]
+
+
+@router.get("/problems", response_model=list[ProblemSummary], summary="The problem catalog")
+def problems(services: ServicesDep) -> list[dict[str, Any]]:
+    return problem_summaries(services.catalog)
+
+
+@router.get("/problems/{slug}", summary="One problem's spec, with a starter per backend")
+def problem(slug: str, services: ServicesDep) -> dict[str, Any]:
+    spec = services.catalog.get(slug)
+    if spec is None:
+        raise HTTPException(status_code=404, detail=f"unknown problem {slug!r}")
+    return public_problem(spec)
+
+
+@router.get("/devices", summary="What can run jobs right now")
+def devices(services: ServicesDep) -> list[dict[str, Any]]:
+    if services.executor is None:
+        return []
+    return services.executor.devices()

@@ -1,0 +1,33 @@
+"""The book's pages: the table of contents and the chapters."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from app.deps import RunsDep, ServicesDep, UserDep
+from app.render import error_page, render
+from app.services import views
+
+router = APIRouter(include_in_schema=False)
+
+
+@router.get("/", response_class=HTMLResponse)
+def index(request: Request, services: ServicesDep) -> Response:
+    return render(request, services, "index.html", page=views.toc_page(services.book))
+
+
+@router.get("/book/{slug}", response_class=HTMLResponse)
+def chapter(
+    slug: str, request: Request, services: ServicesDep, runs: RunsDep, user: UserDep
+) -> Response:
+    try:
+        page = views.chapter_page(services.book, runs, slug, user)
+    except KeyError:
+        return error_page(request, services, 404, f"There is no chapter called {slug!r}.")
+    return render(request, services, "chapter.html", page=page)
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}

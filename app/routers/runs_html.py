@@ -1,0 +1,76 @@
+"""HTML fragments of a kernel cell: submit a run, follow its card, list its attempts."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import HTMLResponse, Response
+
+from app.deps import RunsDep, ServicesDep, UserDep
+from app.render import render
+from app.services import views
+from app.services.launch_input import LaunchInputError, override_from_form
+from app.services.runs import RunInputError, RunNotFound, RunRequest
+
+router = APIRouter(include_in_schema=False)
+FormText = Annotated[str, Form()]
+
+
+def _error_card(request: Request, services: ServicesDep, status: int, message: str) -> Response:
+    return render(
+        request, services, "fragments/input_error.html", status_code=status, message=message
+    )
+
+
+@router.post("/cells/{cell_id}/runs", response_class=HTMLResponse)
+def run_cell(
+    cell_id: str,
+    request: Request,
+    services: ServicesDep,
+    runs: RunsDep,
+    user: UserDep,
+    backend: FormText = "",
+    source: FormText = "",
+    grid: FormText = "",
+    block: FormText = "",
+    shared_mem_bytes: FormText = "",
+    num_warps: FormText = "",
+    num_stages: FormText = "",
+    constants: FormText = "",
+) -> Response:
+    try:
+        cell = services.book.cell(cell_id)
+    except KeyError:
+        return _error_card(request, services, 404, f"unknown cell {cell_id!r}")
+    try:
+        launch = override_from_form(grid, block, shared_mem_bytes, num_warps, num_stages, constants)
+        req = RunRequest(cell.problem, backend, source, cell.id, launch)
+        run = runs.create(req, user)
+    except LaunchInputError as exc:
+        return _error_card(request, services, 422, f"launch fields: {exc}")
+    except RunInputError as exc:
+        return _error_card(request, services, exc.status, exc.message)
+    card = views.run_card(runs, run.id)
+    return render(request, services, "fragments/run_card.html", status_code=201, card=card)
+
+
+@router.get("/runs/{run_id}/card", response_class=HTMLResponse)
+def run_card(run_id: str, request: Request, services: ServicesDep, runs: RunsDep) -> Response:
+    try:
+        card = views.run_card(runs, run_id)
+    except RunNotFound:
+        return _error_card(request, services, 404, f"no run {run_id!r}")
+    return render(request, services, "fragments/run_card.html", card=card)
+
+
+@router.get("/cells/{cell_id}/history", response_class=HTMLResponse)
+def cell_history(
+    cell_id: str, request: Request, services: ServicesDep, runs: RunsDep, user: UserDep
+) -> Response:
+    try:
+        services.book.cell(cell_id)
+    except KeyError:
+        return _error_card(request, services, 404, f"unknown cell {cell_id!r}")
+    history = views.history_view(runs, cell_id, user)
+    return render(request, services, "fragments/history.html", history=history)

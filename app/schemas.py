@@ -1,0 +1,94 @@
+"""Request and response bodies of the JSON API (documented by OpenAPI at /docs)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.db.models import Run
+from app.services.cards import parse_result
+from kernels.models import LaunchOverride
+
+
+class RunCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    problem: str = Field(description="problem slug, e.g. vector_add")
+    backend: str = Field(description="cuda, numba-cuda, triton or numba-cpu")
+    source: str = Field(description="the kernel's source text")
+    cell: str | None = Field(default=None, description="the book's kernel-cell id, if any")
+    launch: LaunchOverride | None = Field(default=None, description="launch override formulas")
+
+
+class RunCreated(BaseModel):
+    id: str
+    state: str
+    detail: str | None
+    queue_position: int | None
+    url: str
+
+
+class RunSummary(BaseModel):
+    id: str
+    created_at: datetime
+    finished_at: datetime | None
+    problem: str
+    backend: str
+    cell: str | None
+    state: str
+    detail: str | None
+    median_us: float | None = None
+    percent_of_roofline: float | None = None
+
+    @classmethod
+    def of(cls, run: Run) -> RunSummary:
+        result = parse_result(run)
+        timing = result.timing if result else None
+        roof = result.roofline if result else None
+        return cls(
+            id=run.id,
+            created_at=run.created_at,
+            finished_at=run.finished_at,
+            problem=run.problem,
+            backend=run.backend,
+            cell=run.cell_id,
+            state=run.state,
+            detail=run.detail,
+            median_us=timing.median_us if timing and timing.timed else None,
+            percent_of_roofline=roof.percent_of_roofline if roof else None,
+        )
+
+
+class RunOut(RunSummary):
+    started_at: datetime | None
+    chapter: str | None
+    user: str
+    source: str
+    launch: dict[str, Any] | None
+    queue_position: int | None
+    result: dict[str, Any] | None
+
+    @classmethod
+    def full(cls, run: Run, queue_position: int | None) -> RunOut:
+        base = RunSummary.of(run).model_dump()
+        return cls(
+            **base,
+            started_at=run.started_at,
+            chapter=run.chapter,
+            user=run.user,
+            source=run.source,
+            launch=run.launch,
+            queue_position=queue_position,
+            result=run.result,
+        )
+
+
+class ProblemSummary(BaseModel):
+    slug: str
+    title: str
+    summary: str
+    backends: list[str]
+    tags: list[str]
+    exercise: bool

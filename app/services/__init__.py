@@ -1,0 +1,1 @@
+"""Logic shared by the HTML routers and the JSON API."""

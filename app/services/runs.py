@@ -1,0 +1,202 @@
+"""Creating, reading and listing runs: the one path shared by the pages and the JSON API."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+
+from app.book import Book, CellSpec
+from app.db.models import Run
+from app.db.session import Database
+from app.services import records
+from app.services.launch_input import LaunchInputError, check_override
+from app.settings import Settings
+from kernels.models import LaunchOverride, RunJob, RunState
+from kernels.problem import ProblemSpec
+from workers.executor import Executor, SubmitRefused
+
+log = logging.getLogger(__name__)
+
+
+class RunInputError(Exception):
+    """A request the service refuses; `status` is the HTTP status that fits it."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class RunNotFound(KeyError):
+    pass
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    problem: str
+    backend: str
+    source: str
+    cell: str | None = None
+    launch: LaunchOverride | None = None
+
+
+class RunService:
+    def __init__(
+        self,
+        db: Database,
+        executor: Executor,
+        catalog: Mapping[str, ProblemSpec],
+        book: Book,
+        settings: Settings,
+    ) -> None:
+        self.db = db
+        self.executor = executor
+        self.catalog = catalog
+        self.book = book
+        self.settings = settings
+
+    # ------------------------------------------------------------ create
+
+    def validate(self, req: RunRequest) -> tuple[ProblemSpec, CellSpec | None]:
+        problem = self.catalog.get(req.problem)
+        if problem is None:
+            known = ", ".join(sorted(self.catalog)) or "none"
+            raise RunInputError(422, f"unknown problem {req.problem!r}; known: {known}")
+        cell = None
+        if req.cell is not None:
+            try:
+                cell = self.book.cell(req.cell)
+            except KeyError:
+                raise RunInputError(
+                    422, f"unknown cell {req.cell!r}: no such kernel cell"
+                ) from None
+            if cell.problem != problem.slug:
+                raise RunInputError(
+                    422, f"cell {cell.id!r} is for problem {cell.problem!r}, not {problem.slug!r}"
+                )
+        offered = cell.backends if cell else tuple(problem.backends)
+        if req.backend not in offered:
+            where = f"cell {cell.id!r}" if cell else f"problem {problem.slug!r}"
+            raise RunInputError(
+                422, f"backend {req.backend!r} is not offered by {where}; use {', '.join(offered)}"
+            )
+        size = len(req.source.encode("utf-8"))
+        if size > self.settings.max_source_bytes:
+            raise RunInputError(
+                413,
+                f"source is {size} bytes; the limit is {self.settings.max_source_bytes} bytes",
+            )
+        if not req.source.strip():
+            raise RunInputError(422, "source is empty: write a kernel first")
+        try:
+            check_override(problem, req.backend, req.source, req.launch)
+        except LaunchInputError as exc:
+            text = str(exc)
+            raise RunInputError(
+                422, text if text.startswith("launch") else f"launch: {text}"
+            ) from None
+        return problem, cell
+
+    def create(self, req: RunRequest, user: str) -> Run:
+        """Store the run (queued), then hand it over. The row exists before any worker sees it."""
+        problem, cell = self.validate(req)
+        job = RunJob(
+            problem=problem.slug,
+            backend=req.backend,
+            source=req.source,
+            cell=req.cell,
+            launch=req.launch,
+            user=user,
+        )
+        run = Run(
+            id=job.job_id,
+            user=user,
+            cell_id=req.cell,
+            chapter=cell.chapter if cell else None,
+            problem=problem.slug,
+            backend=req.backend,
+            source=req.source,
+            launch=req.launch.model_dump(mode="json") if req.launch else None,
+            state=RunState.queued.value,
+            detail="waiting for a worker",
+        )
+        with self.db.session() as s:
+            s.add(run)
+        try:
+            self.executor.submit(job)
+        except SubmitRefused as exc:
+            records.finish_synthetic(self.db, run, RunState.rejected, str(exc))
+        except Exception as exc:  # noqa: BLE001 - the run must end with a verdict, not hang
+            log.exception("submit failed for %s", run.id)
+            message = f"could not hand the run to a worker: {type(exc).__name__}: {exc}"
+            records.finish_synthetic(self.db, run, RunState.runtime_error, message)
+        return self.get(run.id)
+
+    # ------------------------------------------------------------ read
+
+    def get(self, run_id: str) -> Run:
+        with self.db.session() as s:
+            run = s.get(Run, run_id)
+        if run is None:
+            raise RunNotFound(f"no run {run_id!r}")
+        return run
+
+    def queue_position(self, run: Run) -> int | None:
+        if records.is_final(run.state):
+            return None
+        try:
+            return self.executor.queue_position(run.id)
+        except Exception:  # noqa: BLE001 - a position is a nicety; the broker may be away
+            log.exception("queue_position failed for %s", run.id)
+            return None
+
+    def wait_estimate_s(self, run: Run) -> float | None:
+        if records.is_final(run.state):
+            return None
+        try:
+            return self.executor.wait_estimate_s(run.id)
+        except Exception:  # noqa: BLE001 - an estimate is a nicety, like the position
+            log.exception("wait_estimate_s failed for %s", run.id)
+            return None
+
+    def watch(self, run_id: str) -> tuple[Run, int | None]:
+        """The run and its queue position; a run nobody works on any more is ended here."""
+        run = self.get(run_id)
+        position = self.queue_position(run)
+        quiet = records.age_s(run.updated_at)
+        if (
+            not records.is_final(run.state)
+            and position is None
+            and quiet > self.settings.stale_after_s
+        ):
+            message = f"lost: no word from the worker for {quiet:.0f} s; run it again"
+            records.finish_synthetic(self.db, run, RunState.runtime_error, message)
+            run = self.get(run_id)
+        return run, position
+
+    def history(self, cell_id: str, user: str, limit: int | None = None) -> list[Run]:
+        """The newest runs of one cell by one user, newest first."""
+        stmt = (
+            select(Run)
+            .where(Run.cell_id == cell_id, Run.user == user)
+            .order_by(Run.created_at.desc(), Run.id.desc())
+            .limit(limit or self.settings.history_limit)
+        )
+        with self.db.session() as s:
+            return list(s.scalars(stmt))
+
+    def count(self, cell_id: str, user: str) -> int:
+        stmt = select(func.count()).select_from(Run).where(Run.cell_id == cell_id, Run.user == user)
+        with self.db.session() as s:
+            return int(s.scalar(stmt) or 0)
+
+    def latest(self, cell_ids: list[str], user: str) -> dict[str, Run]:
+        out: dict[str, Run] = {}
+        for cell_id in cell_ids:
+            runs = self.history(cell_id, user, limit=1)
+            if runs:
+                out[cell_id] = runs[0]
+        return out

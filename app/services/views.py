@@ -1,0 +1,88 @@
+"""Builds the page contexts from the book, the catalog and the runs."""
+
+from __future__ import annotations
+
+from app.book import Book, CellSpec
+from app.contexts import CellView, ChapterPage, HistoryView, TocPage
+from app.db.models import Run
+from app.services import history as hist
+from app.services.cards import RunCard, build_card
+from app.services.problems import offers
+from app.services.records import is_final
+from app.services.runs import RunService
+
+BOOK_TITLE = "Writing Kernels with AI"
+
+
+def toc_page(book: Book) -> TocPage:
+    return TocPage(title=BOOK_TITLE, parts=book.parts())
+
+
+def _window(svc: RunService) -> int:
+    # The chart and the speedup look further back than the list under the cell shows.
+    return max(svc.settings.history_limit, 50)
+
+
+def _card(svc: RunService, run: Run, position: int | None, runs: list[Run], total: int) -> RunCard:
+    """`runs`: the cell's runs, newest first, for the chart's older points and the speedup."""
+    if not is_final(run.state):
+        card = build_card(run, position)
+        if run.state == "queued" and position:
+            card.wait_s = svc.wait_estimate_s(run)
+        return card
+    card = build_card(run, position, previous=hist.previous_timed(run, runs))
+    card.chart = hist.chart(run, runs, total)
+    return card
+
+
+def run_card(svc: RunService, run_id: str) -> RunCard:
+    """The card of one run, in whatever state it is."""
+    run, position = svc.watch(run_id)
+    if not is_final(run.state) or run.cell_id is None:
+        return _card(svc, run, position, [run], 1)
+    runs = svc.history(run.cell_id, run.user, limit=_window(svc))
+    return _card(svc, run, position, runs, svc.count(run.cell_id, run.user))
+
+
+def history_view(svc: RunService, cell_id: str, user: str) -> HistoryView:
+    # One more than shown, so the oldest attempt shown still has one to be diffed against.
+    runs = svc.history(cell_id, user, limit=svc.settings.history_limit + 1)
+    return _history(svc, cell_id, runs, svc.count(cell_id, user))
+
+
+def _history(svc: RunService, cell_id: str, runs: list[Run], total: int) -> HistoryView:
+    limit = svc.settings.history_limit
+    attempts = hist.attempts(runs[: limit + 1], total)[:limit]
+    return HistoryView(cell=cell_id, attempts=attempts, total=total)
+
+
+def cell_view(svc: RunService, spec: CellSpec, user: str) -> CellView:
+    """One cell with its latest card and attempts, from one history query."""
+    problem = svc.catalog[spec.problem]
+    runs = svc.history(spec.id, user, limit=_window(svc))
+    total = svc.count(spec.id, user) if runs else 0
+    card = None
+    if runs:
+        latest, position = svc.watch(runs[0].id)  # may end a run nobody works on
+        runs[0] = latest
+        card = _card(svc, latest, position, runs, total)
+    return CellView(
+        spec=spec,
+        problem_title=problem.title,
+        problem_summary=problem.summary,
+        offers=offers(problem, spec.backends),
+        card=card,
+        history=_history(svc, spec.id, runs, total),
+        hints=list(problem.hints),
+    )
+
+
+def chapter_page(book: Book, svc: RunService, slug: str, user: str) -> ChapterPage:
+    chapter = book.chapter(slug)
+    before, after = book.neighbours(slug)
+    segments = [
+        seg if isinstance(seg, str) else cell_view(svc, seg, user) for seg in chapter.segments
+    ]
+    return ChapterPage(
+        title=chapter.title, chapter=chapter, previous=before, next=after, segments=segments
+    )

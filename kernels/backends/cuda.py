@@ -1,0 +1,483 @@
+"""CUDA C++: compiled by NVRTC through CuPy and launched on a GPU; nvcc reports resources.
+
+Two compilers see every submission. NVRTC (CuPy's `RawModule`) builds what runs, with
+the kernel named by a name expression so that templates (`sgemm<64,64,8>`) and
+`extern "C"` kernels are found the same way. nvcc (`-cubin -Xptxas -v -keep`) builds the
+resource report, PTX and SASS in one call; without a GPU it is the only compiler, and
+the backend is compile-only. The nvcc half is cached on disk by a hash of everything
+that decides its output, and runs in the background while NVRTC compiles.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from kernels.backends.base import (
+    ArrayKind,
+    Backend,
+    Capability,
+    CompiledKernel,
+    KernelError,
+    LaunchSpec,
+    register,
+)
+from kernels.backends.nvtools import (
+    KERNEL_FILE,
+    NVCC_FLAGS,
+    RunningTool,
+    find_cuda_include,
+    find_tool,
+    finish_nvcc,
+    host_compiler,
+    parse_diagnostics,
+    ptx_entry_params,
+    start_nvcc,
+    tool_version,
+)
+from kernels.device import has_cuda_gpu
+from kernels.models import CompileStage, Diagnostic, Resources
+
+DEFAULT_ARCH = "sm_90"
+NVCC_TIMEOUT_S = 60.0
+_CACHE_FORMAT = "1"
+_NVRTC_OPTIONS = ("-std=c++17", "--generate-line-info")
+_STATIC_SMEM_DEFAULT = 48 * 1024
+
+
+def normalise_arch(value: str) -> str:
+    """'90', '9.0', 'sm_90' and 'compute_90a' become 'sm_90' / 'sm_90a'."""
+    v = value.strip().lower().removeprefix("sm_").removeprefix("compute_").replace(".", "")
+    if not re.fullmatch(r"\d{2,3}[af]?", v):
+        raise ValueError(f"not a CUDA architecture: {value!r} (try sm_90)")
+    return f"sm_{v}"
+
+
+def kernel_base_name(kernel_name: str) -> str:
+    """'ns::sgemm<64, 64>' -> 'sgemm': the identifier the source must define."""
+    bare = kernel_name.split("<", 1)[0].strip()
+    return bare.rsplit("::", 1)[-1].strip()
+
+
+def not_found_message(kernel_name: str) -> str:
+    base = kernel_base_name(kernel_name)
+    return (
+        f"kernel '{kernel_name}' not found: this problem launches a __global__ function "
+        f"named '{base}' (e.g. extern \"C\" __global__ void {base}(...)); check its spelling"
+    )
+
+
+def kernel_name_problem(kernel_name: str) -> Callable[[str], str]:
+    """Words for a compiler error about the kernel's name rather than the learner's code."""
+
+    def describe(message: str) -> str:
+        if "undefined" in message or "not found" in message:
+            return not_found_message(kernel_name)
+        return f"kernel '{kernel_name}': {message}"
+
+    return describe
+
+
+_COMMENT_OR_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|//[^\n]*|/\*.*?\*/', re.S)
+
+
+def _strip_comments(source: str) -> str:
+    def blank(m: re.Match[str]) -> str:
+        text = m.group(0)
+        return text if text.startswith('"') else re.sub(r"[^\n]", " ", text)
+
+    return _COMMENT_OR_STRING.sub(blank, source)
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "(<[{":
+            depth += 1
+        elif ch in ")>]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def kernel_parameters(source: str, kernel_name: str) -> list[str] | None:
+    """Parameter names of the __global__ function `kernel_name`, read from the source."""
+    code = _strip_comments(source)
+    base = re.escape(kernel_base_name(kernel_name))
+    for glob in re.finditer(r"\b__global__\b", code):
+        found = re.compile(rf"\b{base}\s*\(").search(code, glob.end())
+        if found is None or re.search(r"[;{}]", code[glob.end() : found.start()]):
+            continue
+        depth, end = 0, found.end() - 1
+        for end in range(found.end() - 1, len(code)):
+            depth += {"(": 1, ")": -1}.get(code[end], 0)
+            if depth == 0:
+                break
+        params = _split_top_level(code[found.end() : end])
+        if params == ["void"]:
+            return []
+        names = []
+        for i, param in enumerate(params):
+            decl = re.sub(r"\[[^\]]*\]", "", param.split("=", 1)[0]).strip()
+            ident = re.search(r"([A-Za-z_]\w*)\s*$", decl)
+            typed = ident and len(decl.split()) > 1 or "*" in decl or "&" in decl
+            names.append(ident.group(1) if ident and typed else f"arg{i}")
+        return names
+    return None
+
+
+@lru_cache(maxsize=1)
+def _cupy_available() -> bool:
+    try:
+        import cupy  # noqa: F401
+    except Exception:  # a broken install (wrong CUDA) fails in many ways
+        return False
+    return True
+
+
+@lru_cache(maxsize=1)
+def _nvcc() -> Path | None:
+    return find_tool("nvcc")
+
+
+@dataclass
+class _PendingReport:
+    """The nvcc half of a compile: already known (cache, failure to start) or running."""
+
+    stage: CompileStage | None = None
+    running: RunningTool | None = None
+    key: str = ""
+    folder: Path = field(default_factory=Path)
+
+
+@dataclass
+class _Limits:
+    block: tuple[int, int, int]
+    grid: tuple[int, int, int]
+    threads: int
+    smem_optin: int
+
+
+class CupyKernel(CompiledKernel):
+    """One NVRTC-compiled kernel, launched through CuPy with checked launch parameters."""
+
+    def __init__(self, function: Any, params: list[str] | None, limits: _Limits) -> None:
+        self.function = function
+        self._params = params
+        self._limits = limits
+
+    def parameters(self) -> list[str] | None:
+        return self._params
+
+    def set_parameters(self, params: list[str] | None) -> None:
+        self._params = params
+
+    def launch(self, args: list[Any], spec: LaunchSpec) -> None:
+        grid = self._dims(spec.grid, "grid")
+        block = self._dims(spec.block, "block")
+        self._check(grid, self._limits.grid, "grid")
+        self._check(block, self._limits.block, "block")
+        self._check_threads(block)
+        self._prepare_shared(spec.shared_mem_bytes)
+        self.function(grid, block, tuple(args), shared_mem=spec.shared_mem_bytes)
+
+    @staticmethod
+    def _dims(dims: tuple[int, ...], what: str) -> tuple[int, int, int]:
+        if not 1 <= len(dims) <= 3:
+            raise KernelError(f"the {what} needs 1 to 3 dimensions, got {len(dims)}")
+        if any(int(d) < 1 for d in dims):
+            raise KernelError(f"every {what} dimension must be at least 1, got {tuple(dims)}")
+        padded = [int(d) for d in dims] + [1] * (3 - len(dims))
+        return padded[0], padded[1], padded[2]
+
+    @staticmethod
+    def _check(dims: tuple[int, int, int], limit: tuple[int, int, int], what: str) -> None:
+        for axis, value, most in zip("xyz", dims, limit, strict=True):
+            if value > most:
+                raise KernelError(f"{what} {axis} = {value} exceeds this device's limit of {most}")
+
+    def _check_threads(self, block: tuple[int, int, int]) -> None:
+        threads = block[0] * block[1] * block[2]
+        if threads > self._limits.threads:
+            raise KernelError(
+                f"a block of {block} has {threads} threads; "
+                f"a block holds at most {self._limits.threads}"
+            )
+        kernel_most = int(getattr(self.function, "max_threads_per_block", threads))
+        if threads > kernel_most:
+            regs = getattr(self.function, "num_regs", "?")
+            raise KernelError(
+                f"a block of {threads} threads is more than this kernel can launch "
+                f"({kernel_most}): it uses {regs} registers per thread"
+            )
+
+    def _prepare_shared(self, dynamic: int) -> None:
+        if dynamic < 0:
+            raise KernelError(f"shared_mem_bytes must not be negative, got {dynamic}")
+        static = int(getattr(self.function, "shared_size_bytes", 0))
+        if dynamic + static > self._limits.smem_optin:
+            raise KernelError(
+                f"the launch asks for {dynamic} bytes of dynamic shared memory "
+                f"(plus {static} static); this device allows at most "
+                f"{self._limits.smem_optin} bytes per block"
+            )
+        if dynamic > _STATIC_SMEM_DEFAULT and self.function.max_dynamic_shared_size_bytes < dynamic:
+            # Above 48 KiB a kernel must opt in before launch.
+            self.function.max_dynamic_shared_size_bytes = dynamic
+
+
+@lru_cache(maxsize=8)
+def _device_limits(device_id: int) -> _Limits:
+    import cupy
+
+    attrs = cupy.cuda.Device(device_id).attributes
+    return _Limits(
+        block=(attrs["MaxBlockDimX"], attrs["MaxBlockDimY"], attrs["MaxBlockDimZ"]),
+        grid=(attrs["MaxGridDimX"], attrs["MaxGridDimY"], attrs["MaxGridDimZ"]),
+        threads=attrs["MaxThreadsPerBlock"],
+        smem_optin=attrs.get("MaxSharedMemoryPerBlockOptin", attrs["MaxSharedMemoryPerBlock"]),
+    )
+
+
+@register
+class CudaBackend(Backend):
+    key = "cuda"
+    title = "CUDA C++"
+    language = "cpp"
+
+    def __init__(
+        self,
+        arch: str | None = None,
+        cache_dir: Path | None = None,
+        nvcc_timeout_s: float = NVCC_TIMEOUT_S,
+    ) -> None:
+        # The arch applies without a GPU; on a GPU the report is built for the device.
+        self.arch = normalise_arch(arch or os.environ.get("KPLAY_CUDA_ARCH") or DEFAULT_ARCH)
+        self.cache_dir = cache_dir or _default_cache_dir()
+        self.nvcc_timeout_s = nvcc_timeout_s
+
+    # ------------------------------------------------------------ protocol
+
+    def capability(self) -> Capability:
+        if has_cuda_gpu() and _cupy_available():
+            return Capability.run
+        if _nvcc() is not None and host_compiler() is not None:
+            return Capability.compile_only
+        return Capability.unavailable
+
+    def array_kind(self) -> ArrayKind:
+        return ArrayKind.cupy
+
+    def compile(
+        self, source: str, kernel_name: str, workdir: Path
+    ) -> tuple[CompileStage, CompiledKernel | None]:
+        started = time.perf_counter()
+        cap = self.capability()
+        if cap is Capability.unavailable:
+            message = "CUDA C++ cannot be compiled here: no GPU with CuPy, and no nvcc found"
+            return CompileStage(
+                ok=False, log=message, diagnostics=[Diagnostic(message=message)]
+            ), None
+        arch = self._device_arch() if cap is Capability.run else self.arch
+        pending = self._start_report(source, kernel_name, arch, Path(workdir))
+        if cap is Capability.compile_only:
+            stage = self._finish_report(pending, source, kernel_name)
+            assert stage is not None  # nvcc exists under compile-only
+            stage.duration_ms = (time.perf_counter() - started) * 1000
+            return stage, None
+        stage, kernel = self._nvrtc(source, kernel_name, arch)
+        report = self._finish_report(pending, source, kernel_name)
+        _merge_report(stage, report, kernel, kernel_name)
+        stage.duration_ms = (time.perf_counter() - started) * 1000
+        return stage, kernel if stage.ok else None
+
+    def versions(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        nvcc = _nvcc()
+        if nvcc is not None and (v := tool_version(nvcc)):
+            out["nvcc"] = v
+        if self.capability() is Capability.run:
+            import cupy
+
+            rt = cupy.cuda.runtime
+            out["cupy"] = cupy.__version__
+            out["cuda_runtime"] = _cuda_version(rt.runtimeGetVersion())
+            out["cuda_driver"] = _cuda_version(rt.driverGetVersion())
+            out["nvrtc"] = "{}.{}".format(*cupy.cuda.nvrtc.getVersion())
+        return out
+
+    # ------------------------------------------------------------ NVRTC
+
+    def _device_arch(self) -> str:
+        import cupy
+
+        return normalise_arch(cupy.cuda.Device().compute_capability)
+
+    def _nvrtc(self, source: str, kernel_name: str, arch: str) -> tuple[CompileStage, Any]:
+        import cupy
+
+        nvrtc_version = cupy.cuda.nvrtc.getVersion()
+        include = find_cuda_include(nvrtc_version, _nvcc())
+        options = _NVRTC_OPTIONS + ((f"-I{include}",) if include else ())
+        compiler = f"nvrtc {nvrtc_version[0]}.{nvrtc_version[1]} ({arch})"
+        try:
+            module = cupy.RawModule(
+                code=source, options=options, name_expressions=[kernel_name], backend="nvrtc"
+            )
+            function = module.get_function(kernel_name)  # compiles and loads
+        except cupy.cuda.compiler.CompileException as exc:
+            log = exc.get_message()
+            diags, mains = parse_diagnostics(log, source, kernel_name_problem(kernel_name))
+            for name in mains:
+                log = log.replace(name, KERNEL_FILE)
+            # CuPy names its temporary file after a hash: <tmp>/<hash>.cubin.cu
+            log = re.sub(r'[^\s"]*\.cubin\.cu\b', KERNEL_FILE, log)
+            if not any(d.severity == "error" for d in diags):
+                diags.append(Diagnostic(message="NVRTC failed; see the log"))
+            return CompileStage(ok=False, log=log, diagnostics=diags, compiler=compiler), None
+        except Exception as exc:  # module load or symbol lookup, after a clean compile
+            missing = isinstance(exc, KeyError) or "not found" in str(exc).lower()
+            message = not_found_message(kernel_name) if missing else f"loading failed: {exc}"
+            diag = Diagnostic(message=message)
+            return CompileStage(ok=False, log=str(exc), diagnostics=[diag], compiler=compiler), None
+        limits = _device_limits(cupy.cuda.Device().id)
+        kernel = CupyKernel(function, kernel_parameters(source, kernel_name), limits)
+        return CompileStage(ok=True, compiler=compiler), kernel
+
+    # ------------------------------------------------------------ nvcc report
+
+    def _report_key(self, source: str, kernel_name: str, arch: str, nvcc: Path) -> str:
+        digest = hashlib.sha256()
+        parts = (_CACHE_FORMAT, source, kernel_name, arch, str(nvcc), tool_version(nvcc) or "")
+        for part in (*parts, " ".join(NVCC_FLAGS)):
+            digest.update(part.encode() + b"\0")
+        return digest.hexdigest()
+
+    def _start_report(
+        self, source: str, kernel_name: str, arch: str, workdir: Path
+    ) -> _PendingReport:
+        nvcc = _nvcc()
+        if nvcc is None:
+            return _PendingReport()
+        key = self._report_key(source, kernel_name, arch, nvcc)
+        cached = self._cache_load(key)
+        if cached is not None:
+            return _PendingReport(stage=cached)
+        folder = (workdir / "nvcc").resolve()
+        # A host-side reference makes nvcc instantiate and emit the kernel, as a name
+        # expression does for NVRTC. It sits past the learner's last line.
+        reference = f"\nvoid* kplay_kernel_reference_ = (void*)&{kernel_name};\n"
+        full = source.rstrip("\n") + "\n" + reference
+        try:
+            running = start_nvcc(nvcc, full, arch, folder, self.nvcc_timeout_s)
+        except OSError as exc:
+            diag = Diagnostic(message=f"could not start nvcc: {exc}")
+            return _PendingReport(stage=CompileStage(ok=False, log=str(exc), diagnostics=[diag]))
+        return _PendingReport(running=running, key=key, folder=folder)
+
+    def _finish_report(
+        self, pending: _PendingReport, source: str, kernel_name: str
+    ) -> CompileStage | None:
+        if pending.running is None:
+            return pending.stage
+        base, about = kernel_base_name(kernel_name), kernel_name_problem(kernel_name)
+        stage = finish_nvcc(pending.running, pending.folder, source, base, about)
+        if not any("did not finish" in d.message for d in stage.diagnostics):
+            self._cache_store(pending.key, stage)
+        return stage
+
+    # ------------------------------------------------------------ cache
+
+    def _cache_load(self, key: str) -> CompileStage | None:
+        try:
+            return CompileStage.model_validate_json((self.cache_dir / f"{key}.json").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _cache_store(self, key: str, stage: CompileStage) -> None:
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.cache_dir / f".{key}.{os.getpid()}.tmp"
+            tmp.write_text(stage.model_dump_json())
+            os.replace(tmp, self.cache_dir / f"{key}.json")
+        except OSError:
+            pass  # a read-only cache costs speed, never a result
+
+
+def _default_cache_dir() -> Path:
+    if os.environ.get("KPLAY_CACHE_DIR"):
+        return Path(os.environ["KPLAY_CACHE_DIR"]) / "cuda"
+    try:
+        from platformdirs import user_cache_dir
+
+        return Path(user_cache_dir("kernel-playground")) / "cuda"
+    except ImportError:
+        return Path.home() / ".cache" / "kernel-playground" / "cuda"
+
+
+def _cuda_version(value: int) -> str:
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def _merge_report(
+    stage: CompileStage, report: CompileStage | None, kernel: Any, kernel_name: str
+) -> None:
+    """Fold the nvcc report into the NVRTC stage of a run."""
+    if report is not None and report.compiler:
+        stage.compiler = f"{(stage.compiler or 'nvrtc').split(' (')[0]} + {report.compiler}"
+    if not stage.ok:
+        return
+    if report is None or not report.ok:
+        note = "no resource report: " + ("nvcc not found" if report is None else "nvcc failed")
+        stage.diagnostics.append(Diagnostic(severity="note", message=note))
+        if report is not None:
+            stage.log = report.log
+        stage.resources = [_function_resources(kernel)]
+        return
+    stage.diagnostics = [d for d in report.diagnostics if d.severity != "error"]
+    stage.log, stage.resources = report.log, report.resources
+    stage.ptx, stage.sass = report.ptx, report.sass
+    if isinstance(kernel, CupyKernel) and kernel.parameters() is None and report.ptx:
+        kernel.set_parameters(_ptx_parameters(report.ptx, kernel_name))
+
+
+def _ptx_parameters(ptx: str, kernel_name: str) -> list[str] | None:
+    """Placeholders for the kernel's parameters, counted in its PTX `.entry`."""
+    base = kernel_base_name(kernel_name)
+    for entry, count in ptx_entry_params(ptx).items():
+        # extern "C" names stay as written; C++ names are mangled as _Z<length><name>...
+        if entry == base or entry.startswith(f"_Z{len(base)}{base}"):
+            return [f"param{i}" for i in range(count)]
+    return None
+
+
+def _function_resources(kernel: CupyKernel | None) -> Resources:
+    """What the driver knows of a loaded kernel, when nvcc could not say more."""
+    fn = kernel.function if kernel is not None else None
+    return Resources(
+        registers=getattr(fn, "num_regs", None),
+        shared_bytes=getattr(fn, "shared_size_bytes", None),
+        stack_frame_bytes=getattr(fn, "local_size_bytes", None),
+        constant_bytes=getattr(fn, "const_size_bytes", None),
+    )
+
+
+__all__ = [
+    "CudaBackend",
+    "CupyKernel",
+    "kernel_base_name",
+    "kernel_name_problem",
+    "kernel_parameters",
+    "normalise_arch",
+    "not_found_message",
+]

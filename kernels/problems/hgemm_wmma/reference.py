@@ -1,0 +1,57 @@
+"""Inputs, reference and cuBLAS baseline for half-precision GEMM with fp32 accumulation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+# cuBLAS enum values (cublas_api.h, library_types.h): stable parts of the C ABI.
+_CUDA_R_16F = 2
+_CUDA_R_32F = 0
+_CUBLAS_COMPUTE_32F = 68
+_CUBLAS_GEMM_DEFAULT = -1
+_CUBLAS_OP_N = 0
+_CUBLAS_POINTER_MODE_HOST = 0
+_ONE = np.ones(1, dtype=np.float32)
+_ZERO = np.zeros(1, dtype=np.float32)
+
+
+def generate(params: dict, rng: np.random.Generator) -> dict:
+    m, n, k = int(params["M"]), int(params["N"]), int(params["K"])
+    # Uniform in [-1, 1], then rounded to fp16: the kernel and the reference start from
+    # the same fp16 values, so only the accumulation is being judged.
+    a = rng.uniform(-1.0, 1.0, size=(m, k)).astype(np.float16)
+    b = rng.uniform(-1.0, 1.0, size=(k, n)).astype(np.float16)
+    return {"A": a, "B": b}
+
+
+def reference(inputs: dict, params: dict) -> dict:
+    a = inputs["A"].astype(np.float64)
+    b = inputs["B"].astype(np.float64)
+    return {"C": np.ascontiguousarray(a @ b).astype(np.float32)}
+
+
+def baseline(arrays: dict, params: dict, xp: Any) -> None:
+    """cuBLAS GEMM with fp16 inputs, fp32 output and fp32 compute (cublasGemmEx).
+
+    cuBLAS is column-major; a row-major C = A @ B is the column-major C^T = B^T A^T,
+    so B is passed first and M and N swap places.
+    """
+    from cupy.cuda import cublas, device
+
+    a, b, c = arrays["A"], arrays["B"], arrays["C"]
+    m, n, k = int(params["M"]), int(params["N"]), int(params["K"])
+    handle = device.get_cublas_handle()
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, _CUBLAS_POINTER_MODE_HOST)
+    try:
+        cublas.gemmEx(
+            handle, _CUBLAS_OP_N, _CUBLAS_OP_N, n, m, k,
+            _ONE.ctypes.data, b.data.ptr, _CUDA_R_16F, n,
+            a.data.ptr, _CUDA_R_16F, k,
+            _ZERO.ctypes.data, c.data.ptr, _CUDA_R_32F, n,
+            _CUBLAS_COMPUTE_32F, _CUBLAS_GEMM_DEFAULT,
+        )  # fmt: skip
+    finally:
+        cublas.setPointerMode(handle, mode)

@@ -1,0 +1,181 @@
+// Tensor-core GEMM with WMMA: 8 warps per block, 4x4 accumulator fragments per warp,
+// and a cp.async pipeline that keeps STAGES K-slices of A and B in flight.
+//
+// Why this shape:
+//  * A block tile of BM x BN = 128 x 256 split among 8 warps (2 x 4) gives each warp a
+//    64x64 tile: 4 A fragments and 4 B fragments loaded from shared memory feed 16
+//    mma_sync calls. With one fragment per warp the loads would outnumber the math.
+//  * cp.async copies global memory straight into shared memory, without a detour
+//    through registers, and does not stall the issuing warp. The block keeps
+//    STAGES - 1 slices in flight while it computes on the oldest one, which hides the
+//    latency of HBM behind tensor-core work.
+//  * Shared rows are padded by 8 halves (16 bytes): the 8 rows that a fragment load
+//    reads together then start in 8 different groups of 4 banks.
+// Edges: a 16-byte copy is used only when all 8 halves exist and are aligned (K and N
+// multiples of 8); otherwise the chunk is filled element by element, zeros outside the
+// matrix. Fragments wholly inside C are stored directly; the rest pass through a
+// per-warp scratch tile and are copied back with bounds checks.
+// kplay: grid=(ceil_div(N,256),ceil_div(M,128)) block=256 smem=81408
+
+#include <mma.h>
+#include <cuda_fp16.h>
+using namespace nvcuda;
+
+#ifndef BM
+#define BM 128
+#endif
+#ifndef BN
+#define BN 256
+#endif
+#ifndef BK
+#define BK 32
+#endif
+#ifndef WARPS_M
+#define WARPS_M 2
+#endif
+#ifndef STAGES
+#define STAGES 3
+#endif
+#define NTHREADS 256
+#define WARPS_N (NTHREADS / 32 / WARPS_M)
+#define WM (BM / WARPS_M)
+#define WN (BN / WARPS_N)
+#define FM (WM / 16)  // accumulator fragments per warp along M
+#define FN (WN / 16)  // and along N
+#define PAD 8
+#define LDA (BK + PAD)  // shared row lengths, in halves
+#define LDB (BN + PAD)
+#define A_STAGE (BM * LDA)
+#define B_STAGE (BK * LDB)
+// Dynamic shared memory: STAGES * (A_STAGE + B_STAGE) * 2 bytes = 81408 by default,
+// the value in the kplay line above.
+
+static_assert(FM >= 1 && FN >= 1 && FM * 16 == WM && FN * 16 == WN, "warp tile");
+static_assert((BM * BK / 8) % NTHREADS == 0 && (BK * BN / 8) % NTHREADS == 0, "chunks");
+
+__device__ __forceinline__ void cp_async16(half* smem, const half* gmem) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// One 8-half chunk of a row: rows/cols of the matrix are `rows` x `cols` (ld = cols).
+__device__ __forceinline__ void copy_chunk(half* dst, const half* __restrict__ src, int r,
+                                           int c, int rows, int cols, bool aligned) {
+    if (r < rows && c + 8 <= cols && aligned) {
+        cp_async16(dst, src + (size_t)r * cols + c);
+    } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+            dst[e] = (r < rows && c + e < cols) ? src[(size_t)r * cols + c + e]
+                                                : __float2half(0.0f);
+    }
+}
+
+__device__ __forceinline__ void load_stage(half* As, half* Bs, const half* __restrict__ A,
+                                           const half* __restrict__ B, int M, int N, int K,
+                                           int bm, int bn, int k0) {
+    const int t = threadIdx.x;
+    const bool a_aligned = (K % 8) == 0, b_aligned = (N % 8) == 0;
+#pragma unroll
+    for (int p = 0; p < BM * BK / 8 / NTHREADS; ++p) {
+        const int idx = t + p * NTHREADS;
+        const int r = idx / (BK / 8), c = (idx % (BK / 8)) * 8;
+        copy_chunk(As + r * LDA + c, A, bm + r, k0 + c, M, K, a_aligned);
+    }
+#pragma unroll
+    for (int p = 0; p < BK * BN / 8 / NTHREADS; ++p) {
+        const int idx = t + p * NTHREADS;
+        const int r = idx / (BN / 8), c = (idx % (BN / 8)) * 8;
+        copy_chunk(Bs + r * LDB + c, B, k0 + r, bn + c, K, N, b_aligned);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(NTHREADS)
+hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ C, int M,
+      int N, int K) {
+    extern __shared__ __align__(128) unsigned char smem_raw[];
+    half* As = reinterpret_cast<half*>(smem_raw);
+    half* Bs = As + STAGES * A_STAGE;
+
+    const int bm = blockIdx.y * BM, bn = blockIdx.x * BN;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
+    const int slices = (K + BK - 1) / BK;
+
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FM][FN];
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
+
+    // Prologue: put the first STAGES - 1 slices in flight. A group is committed even
+    // when empty so that "wait until at most STAGES - 2 groups are pending" always
+    // means "the oldest slice has landed".
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < slices) load_stage(As + s * A_STAGE, Bs + s * B_STAGE, A, B, M, N, K, bm, bn,
+                                   s * BK);
+        cp_async_commit();
+    }
+
+    for (int s = 0; s < slices; ++s) {
+        cp_async_wait<STAGES - 2>();
+        // Makes this thread's landed copies and plain stores visible to all warps, and
+        // tells us every warp has finished with the stage about to be refilled.
+        __syncthreads();
+        const int fetch = s + STAGES - 1;
+        if (fetch < slices) {
+            const int st = fetch % STAGES;
+            load_stage(As + st * A_STAGE, Bs + st * B_STAGE, A, B, M, N, K, bm, bn, fetch * BK);
+        }
+        cp_async_commit();
+
+        const half* as = As + (s % STAGES) * A_STAGE;
+        const half* bs = Bs + (s % STAGES) * B_STAGE;
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a[FM];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> b[FN];
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+                wmma::load_matrix_sync(a[i], as + (wm + i * 16) * LDA + kk, LDA);
+#pragma unroll
+            for (int j = 0; j < FN; ++j)
+                wmma::load_matrix_sync(b[j], bs + kk * LDB + wn + j * 16, LDB);
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the pipeline's shared memory is reused as scratch below
+
+    // Direct stores need 32-byte aligned rows (N % 8 == 0) and a fragment inside C.
+    float* scratch = reinterpret_cast<float*>(smem_raw) + warp * 256;
+    const bool aligned = (N % 8) == 0;
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j) {
+            const int r0 = bm + wm + i * 16, c0 = bn + wn + j * 16;
+            if (r0 >= M || c0 >= N) continue;
+            if (aligned && r0 + 16 <= M && c0 + 16 <= N) {
+                wmma::store_matrix_sync(C + (size_t)r0 * N + c0, acc[i][j], N,
+                                        wmma::mem_row_major);
+            } else {
+                wmma::store_matrix_sync(scratch, acc[i][j], 16, wmma::mem_row_major);
+                __syncwarp();
+                for (int e = lane; e < 256; e += 32) {
+                    const int r = r0 + e / 16, c = c0 + e % 16;
+                    if (r < M && c < N) C[(size_t)r * N + c] = scratch[e];
+                }
+                __syncwarp();
+            }
+        }
+}

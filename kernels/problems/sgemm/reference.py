@@ -1,0 +1,26 @@
+"""Inputs, reference and library baseline for single-precision GEMM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def generate(params: dict, rng: np.random.Generator) -> dict:
+    m, n, k = int(params["M"]), int(params["N"]), int(params["K"])
+    # Full-mantissa values of both signs: rounding the inputs (TF32, fp16) shows up,
+    # and a wrong index or a missing term moves the sum far outside the tolerance.
+    a = rng.uniform(-1.0, 1.0, size=(m, k)).astype(np.float32)
+    b = rng.uniform(-1.0, 1.0, size=(k, n)).astype(np.float32)
+    return {"A": a, "B": b}
+
+
+def reference(inputs: dict, params: dict) -> dict:
+    a = inputs["A"].astype(np.float64)
+    b = inputs["B"].astype(np.float64)
+    return {"C": np.ascontiguousarray(a @ b).astype(np.float32)}
+
+
+def baseline(arrays: dict, params: dict, xp: Any) -> None:
+    xp.matmul(arrays["A"], arrays["B"], out=arrays["C"])

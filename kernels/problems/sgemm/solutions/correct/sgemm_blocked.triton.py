@@ -1,0 +1,24 @@
+# Blocked SGEMM: each program owns a BLOCK_M x BLOCK_N tile of C and walks K in
+# BLOCK_K steps. input_precision="ieee" keeps tl.dot in full fp32 (its default on
+# recent GPUs is TF32, which is not accurate enough here).
+# kplay: BLOCK_M=128 BLOCK_N=128 BLOCK_K=32 num_warps=8 num_stages=3
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def sgemm(a_ptr, b_ptr, c_ptr, M, N, K,
+          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k = k0 + rk
+        a = tl.load(a_ptr + rm[:, None] * K + k[None, :],
+                    mask=(rm[:, None] < M) & (k[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + k[:, None] * N + rn[None, :],
+                    mask=(k[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc, input_precision="ieee")
+    inside = (rm[:, None] < M) & (rn[None, :] < N)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=inside)

@@ -1,0 +1,49 @@
+// kplay: grid=min(ceil_div(n,1024),1024) block=256
+// Shuffles first, shared memory last. Each thread reads x as float4 (16 bytes a load,
+// four loads unrolled so several are in flight), each warp sums its 32 values with
+// shuffles, the warps' totals meet in a 32-float shared array, and the first warp adds
+// them up and issues the block's single atomicAdd. blockDim.x must be a multiple of 32.
+// Buffers from cudaMalloc are 256-byte aligned, so the float4 view of x is legal.
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        v += __shfl_down_sync(0xffffffffu, v, offset);
+    }
+    return v;
+}
+
+extern "C" __global__ void reduce_sum(const float* __restrict__ x, float* __restrict__ out, int n)
+{
+    __shared__ float warp_totals[32];
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int first = blockIdx.x * blockDim.x + threadIdx.x;
+    const int stride = blockDim.x * gridDim.x;
+    const int n4 = n / 4;
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+
+    float acc = 0.0f;
+#pragma unroll 4
+    for (int i = first; i < n4; i += stride) {
+        float4 v = x4[i];
+        acc += (v.x + v.y) + (v.z + v.w);
+    }
+    const int tail = n4 * 4 + first;  // the last n % 4 elements
+    if (tail < n) {
+        acc += x[tail];
+    }
+
+    acc = warp_sum(acc);
+    if (lane == 0) {
+        warp_totals[warp] = acc;
+    }
+    __syncthreads();
+
+    if (warp == 0) {
+        const int warps = (blockDim.x + 31) / 32;
+        acc = warp_sum(lane < warps ? warp_totals[lane] : 0.0f);
+        if (lane == 0) {
+            atomicAdd(out, acc);
+        }
+    }
+}

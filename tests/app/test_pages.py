@@ -1,0 +1,140 @@
+"""The book's pages: contents, chapters, cells wired for the editor, static files, no CDN."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.book import BookError
+from app.main import create_app
+from app.settings import REPO_ROOT, Settings
+from kernels.catalog import load_catalog
+from tests.app.fakes import FakeExecutor
+
+
+def test_contents_lists_chapters_by_part(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200
+    html = page.text
+    assert "Part I" in html and "Parallelism, from the CPU up" in html
+    first = html.index("A first kernel on the CPU")
+    second = html.index("Threads, blocks and a grid")
+    assert first < second
+    assert 'href="/book/first-kernel-cpu"' in html and 'href="/book/first-gpu-kernel"' in html
+
+
+def test_theme_is_set_before_first_paint(client: TestClient) -> None:
+    html = client.get("/").text
+    head = html[: html.index("</head>")]
+    # The inline script comes before any stylesheet, so no light flash for dark readers.
+    assert head.index('localStorage.getItem("kplay:theme")') < head.index('rel="stylesheet"')
+    assert "data-theme-toggle" in html
+
+
+def test_nothing_is_loaded_from_elsewhere(client: TestClient) -> None:
+    for url in ("/", "/book/first-kernel-cpu", "/book/first-gpu-kernel"):
+        html = client.get(url).text
+        for attr in re.findall(r'<(?:script|link|img)[^>]+(?:src|href)="([^"]+)"', html):
+            assert attr.startswith("/static/"), f"{url} loads {attr}"
+
+
+def test_chapter_page_has_cells_with_starters(client: TestClient) -> None:
+    page = client.get("/book/first-gpu-kernel")
+    assert page.status_code == 200
+    html = page.text
+    assert 'data-cell="ch02-vadd-gpu"' in html
+    blob = re.search(
+        r'<script type="application/json" class="kcell-data">(.*?)</script>', html, re.S
+    )
+    assert blob is not None
+    data = json.loads(blob.group(1))
+    problem = load_catalog()["vector_add"]
+    assert data["problem"] == "vector_add" and data["backend"] == "cuda"
+    keys = [b["key"] for b in data["backends"]]
+    assert keys == ["cuda", "numba-cuda", "triton"]
+    for offer in data["backends"]:
+        assert offer["starter"] == problem.starter(offer["key"])
+    languages = {b["key"]: b["language"] for b in data["backends"]}
+    assert languages == {"cuda": "cpp", "numba-cuda": "python", "triton": "python"}
+    assert 'role="tablist"' in html and 'aria-selected="true"' in html
+    assert "/static/vendor/editor.js" in html and "/static/js/roofline.js" in html
+
+
+def test_chapter_has_previous_and_next(client: TestClient) -> None:
+    first = client.get("/book/first-kernel-cpu").text
+    assert 'rel="next" href="/book/first-gpu-kernel"' in first and 'rel="prev"' not in first
+    second = client.get("/book/first-gpu-kernel").text
+    assert 'rel="prev" href="/book/first-kernel-cpu"' in second
+
+
+def test_every_cell_on_every_page_names_a_known_problem(client: TestClient) -> None:
+    catalog = load_catalog()
+    for chapter in client.app.state.services.book.chapters():  # type: ignore[attr-defined]
+        html = client.get(f"/book/{chapter.slug}").text
+        for blob in re.findall(r'class="kcell-data">(.*?)</script>', html, re.S):
+            data = json.loads(blob)
+            for offer in data["backends"]:
+                assert offer["key"] in catalog[data["problem"]].backends
+
+
+def test_unknown_chapter_is_a_404_page(client: TestClient) -> None:
+    page = client.get("/book/no-such-chapter")
+    assert page.status_code == 404
+    assert "no-such-chapter" in page.text and "<html" in page.text
+
+
+def test_static_files_are_served(client: TestClient) -> None:
+    for path in ("/static/css/book.css", "/static/js/playground.js"):
+        assert client.get(path).status_code == 200
+    assert client.get("/static/nothing-here.js").status_code == 404
+
+
+def test_latest_run_of_a_cell_is_shown_on_reload(client: TestClient) -> None:
+    client.post(
+        "/cells/ch01-vadd-cpu/runs", data={"backend": "numba-cpu", "source": "def f(): pass\n"}
+    )
+    html = client.get("/book/first-kernel-cpu").text
+    cell = html[html.index('id="cell-ch01-vadd-cpu"') : html.index('id="cell-ch01-saxpy-cpu"')]
+    assert "Correct" in cell and "Your attempts" in cell
+
+
+def test_responses_say_their_server_time(client: TestClient) -> None:
+    timing = client.get("/book/first-kernel-cpu").headers["server-timing"]
+    assert timing.startswith("app;dur=")
+
+
+def _book(tmp_path: Path) -> Path:
+    book = tmp_path / "book"
+    book.mkdir()
+    for chapter in (REPO_ROOT / "book").glob("*.md"):
+        shutil.copy(chapter, book / chapter.name)
+    return book
+
+
+def test_a_broken_book_stops_the_start(tmp_path: Path, executor: FakeExecutor) -> None:
+    book = _book(tmp_path)
+    path = book / "01-first-kernel-cpu.md"
+    path.write_text(path.read_text().replace("problem: saxpy", "problem: saxpyy"))
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'k.sqlite3'}", book_dir=book)
+    with pytest.raises(BookError, match=r"01-first-kernel-cpu.md:\d+: .*unknown problem 'saxpyy'"):
+        create_app(settings, executor)
+
+
+def test_a_chapter_broken_while_served_shows_where(tmp_path: Path, executor: FakeExecutor) -> None:
+    book = _book(tmp_path)
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'k.sqlite3'}", book_dir=book)
+    with TestClient(create_app(settings, executor)) as client:
+        path = book / "02-first-gpu-kernel.md"
+        path.write_text(path.read_text().replace("backend: cuda\n", "backend: opencl\n"))
+        later = time.time() + 5
+        os.utime(path, (later, later))
+        page = client.get("/book/first-gpu-kernel")
+    assert page.status_code == 500
+    assert "02-first-gpu-kernel.md:" in page.text and "opencl" in page.text

@@ -1,0 +1,232 @@
+"""The playground in a real browser against the real server and the real LocalExecutor:
+open a chapter, write a kernel, run it with Ctrl-Enter, read the card, switch theme, reload."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = REPO / "test-artifacts"
+CELL = "#cell-ch01-vadd-cpu"
+FINAL_CARD = f'{CELL} [data-run-card][data-final="true"]'
+RUN_LIMIT_MS = 240_000
+
+GOOD = """import numba
+
+
+@numba.njit(fastmath=True)
+def vector_add(a, b, out, n):
+    for i in range(n):
+        out[i] = a[i] + b[i]
+"""
+# Line 7 misses its right-hand side: a compile error on a known line.
+BROKEN = GOOD.replace("out[i] = a[i] + b[i]", "out[i] = a[i] +")
+
+
+def _require_browser() -> None:
+    reason = None
+    if not CHROMIUM.exists():
+        reason = f"{CHROMIUM} is not installed"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            reason = "the playwright package is not installed"
+    if reason:
+        if os.environ.get("KPLAY_REQUIRE_SERVICES") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_up(url: str, proc: subprocess.Popen[bytes], log: Path, limit_s: float = 120) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"the server exited with {proc.returncode}:\n{tail}")
+        try:
+            with urllib.request.urlopen(url + "/healthz", timeout=2) as reply:
+                if reply.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"the server did not answer at {url} within {limit_s} s")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    _require_browser()
+    port = _free_port()
+    data = tmp_path_factory.mktemp("server")
+    env = {
+        **os.environ,
+        "KPLAY_DATABASE_URL": f"sqlite:///{data / 'kplay.sqlite3'}",
+        "KPLAY_PORT": str(port),
+        "KPLAY_POOL_SIZE": "1",
+        "KPLAY_JOB_TIMEOUT_S": "180",
+        "KPLAY_LOG_LEVEL": "warning",
+    }
+    env.pop("KPLAY_BROKER_URL", None)
+    log_path = data / "server.log"
+    log = log_path.open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from app.main import serve; serve()"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_up(url, proc, log_path)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        yield chromium
+        chromium.close()
+
+
+def _shot(page: object, name: str, **kwargs: object) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / name), **kwargs)  # type: ignore[attr-defined]
+
+
+def _replace_code(page: object, code: str) -> None:
+    """Select everything in the cell's editor and type the new kernel in."""
+    content = page.locator(f"{CELL} .cm-content")  # type: ignore[attr-defined]
+    content.click()
+    mod = "Meta" if sys.platform == "darwin" else "Control"
+    page.keyboard.press(f"{mod}+a")  # type: ignore[attr-defined]
+    page.keyboard.press("Delete")  # type: ignore[attr-defined]
+    # insert_text types as one input event, so the editor's auto-indent cannot re-indent it.
+    page.keyboard.insert_text(code)  # type: ignore[attr-defined]
+
+
+def test_write_run_and_read_the_card(server: str, browser: object) -> None:
+    context = browser.new_context(viewport={"width": 1366, "height": 900})  # type: ignore[attr-defined]
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{server}/book/first-kernel-cpu")
+    page.wait_for_selector(f"{CELL} .cm-editor")
+    assert "TODO" in page.locator(f"{CELL} .cm-content").inner_text()
+    _shot(page, "playground-chapter-light.png", full_page=False)
+
+    _replace_code(page, GOOD)
+    page.keyboard.press("Control+Enter")
+    live = page.wait_for_selector(f'{CELL} [data-run-card][data-final="false"]', timeout=10_000)
+    assert live is not None
+    live.screenshot(path=str(ARTIFACTS / "playground-card-live.png"))
+    card = page.wait_for_selector(FINAL_CARD, timeout=RUN_LIMIT_MS)
+    assert card is not None
+    verdict = page.locator(f"{CELL} .verdict").inner_text()
+    assert "Correct" in verdict, page.locator(f"{CELL} [data-run-card]").inner_text()
+    page.wait_for_selector(f"{CELL} .roofline-chart svg")
+    points = page.locator(f"{CELL} .roofline-chart svg .kp-rl-point")
+    assert points.count() >= 1
+    assert page.locator(f"{CELL} .roofline-chart svg .kp-rl-point.is-current").count() == 1
+    page.wait_for_selector(f"{CELL} [data-history-box]")
+    page.locator(f"{CELL} .kcell-result").scroll_into_view_if_needed()
+    _shot(page, "playground-card-light.png", full_page=False)
+    page.locator(CELL).screenshot(path=str(ARTIFACTS / "playground-cell-light.png"))
+
+    page.click("[data-theme-toggle]")
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    page.locator(CELL).screenshot(path=str(ARTIFACTS / "playground-cell-dark.png"))
+
+    page.reload()
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    page.wait_for_selector(f"{CELL} .cm-editor")
+    assert "out[i] = a[i] + b[i]" in page.locator(f"{CELL} .cm-content").inner_text()
+    assert "Correct" in page.locator(f"{CELL} .verdict").inner_text()
+    page.wait_for_selector(f"{CELL} .roofline-chart svg .kp-rl-point")
+    _shot(page, "playground-reloaded-dark.png", full_page=False)
+
+    # Reset asks first, then brings the starter back, and the reset survives a reload.
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click(f"{CELL} [data-reset]")
+    assert "TODO" in page.locator(f"{CELL} .cm-content").inner_text()
+    page.reload()
+    page.wait_for_selector(f"{CELL} .cm-editor")
+    assert "TODO" in page.locator(f"{CELL} .cm-content").inner_text()
+
+    # An earlier attempt comes back into the editor from the list under the cell.
+    page.click(f"{CELL} [data-history-box] > summary")
+    page.locator(f"{CELL} [data-load-run]").first.click()
+    page.wait_for_function(
+        "sel => document.querySelector(sel).innerText.includes('out[i] = a[i] + b[i]')",
+        arg=f"{CELL} .cm-content",
+    )
+    assert errors == []
+    context.close()
+
+
+def test_compile_error_marks_the_line(server: str, browser: object) -> None:
+    context = browser.new_context(viewport={"width": 1366, "height": 900})  # type: ignore[attr-defined]
+    page = context.new_page()
+    page.goto(f"{server}/book/first-kernel-cpu")
+    page.wait_for_selector(f"{CELL} .cm-editor")
+    _replace_code(page, BROKEN)
+    page.click(f"{CELL} [data-run]")
+    page.wait_for_selector(FINAL_CARD, timeout=RUN_LIMIT_MS)
+    assert "Compile error" in page.locator(f"{CELL} .verdict").inner_text()
+    assert page.locator(f'{CELL} [data-goto-line="7"]').count() >= 1
+    page.wait_for_selector(f"{CELL} .cm-kplay-line-error", timeout=5_000)
+    page.locator(CELL).screenshot(path=str(ARTIFACTS / "playground-compile-error.png"))
+    context.close()
+
+
+def test_tablet_layout_and_bad_input_card(server: str, browser: object) -> None:
+    context = browser.new_context(viewport={"width": 820, "height": 1180})  # type: ignore[attr-defined]
+    page = context.new_page()
+    page.goto(f"{server}/book/first-gpu-kernel")
+    cell = "#cell-ch02-vadd-gpu"
+    page.wait_for_selector(f"{cell} .cm-editor")
+    page.click(f'{cell} .kcell-tab[data-backend="triton"]')
+    assert "tl.program_id" in page.locator(f"{cell} .cm-content").inner_text()
+    page.click(f"{cell} .kcell-launch summary")
+    page.fill(f'{cell} input[name="num_warps"]', "3")
+    page.click(f"{cell} [data-run]")
+    page.wait_for_selector(f"{cell} [data-input-error]")
+    assert "power of two" in page.locator(f"{cell} .run-message").inner_text()
+    assert "tl.program_id" in page.locator(f"{cell} .cm-content").inner_text()
+    page.locator(cell).scroll_into_view_if_needed()
+    _shot(page, "playground-tablet.png", full_page=False)
+    page.goto(server + "/")
+    _shot(page, "playground-contents-tablet.png", full_page=True)
+    context.close()

@@ -1,0 +1,122 @@
+"""The fleet registry and the job store against a real Redis (no worker processes)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from kernels.models import RunResult, RunState
+from tests.workers.celery_support import job, redis_base, wait_for  # noqa: F401 - fixture
+from workers.fleet import Heartbeat, live_workers, snapshot
+from workers.jobstore import JobStore, connect
+
+pytestmark = pytest.mark.redis
+
+
+@pytest.fixture
+def store(redis_base: str) -> Iterator[JobStore]:
+    prefix = f"kplaytest-{uuid.uuid4().hex[:10]}"
+    s = JobStore(connect(f"{redis_base}/0"), prefix)
+    yield s
+    keys = list(s.r.scan_iter(match=f"{prefix}*", count=500))
+    if keys:
+        s.r.delete(*keys)
+
+
+def _beat(store: JobStore, worker_id: str, **kw: float) -> Heartbeat:
+    info = {"id": worker_id, "kind": "gpu", "device": "NVIDIA H200", "queues": ["gpu.any"]}
+    return Heartbeat(store, info, interval_s=kw.get("interval_s", 0.2),
+                     ttl_s=kw.get("ttl_s", 1.0))
+
+
+def test_a_heartbeat_announces_state_and_current_job(store: JobStore) -> None:
+    hb = _beat(store, "gpu0@h")
+    hb.start()
+    [w] = wait_for(lambda: live_workers(store), 5, "the first beat")
+    assert (w["id"], w["busy"], w["current_job"]) == ("gpu0@h", False, None)
+    running = job("x", backend="triton")
+    hb.begin(running, "gpu.any")
+    [w] = live_workers(store)
+    assert w["busy"] and w["current_job"] == running.job_id
+    hb.end()
+    [w] = live_workers(store)
+    assert not w["busy"] and w["jobs_done"] == 1 and w["age_s"] >= 0
+    hb.stop()
+    assert live_workers(store) == []  # a clean exit leaves the roll at once
+
+
+def test_a_silent_worker_drops_out_of_the_roll(store: JobStore) -> None:
+    hb = _beat(store, "gpu1@h", ttl_s=0.5)
+    hb.beat()  # one beat, no thread: as if the process died right after
+    assert [w["id"] for w in live_workers(store)] == ["gpu1@h"]
+    wait_for(lambda: live_workers(store) == [], 5, "the entry to expire")
+    assert store.r.scard(store.keys.workers) == 0
+
+
+def test_a_beat_rebuilds_the_ticket_of_a_running_job_after_redis_lost_it(
+    store: JobStore,
+) -> None:
+    hb = _beat(store, "gpu0@h")
+    running = job("x", backend="triton", user="ann")
+    store.admit(running, "gpu.any", cap=0)
+    store.mark_running(running, "gpu.any", "gpu0@h")
+    hb.begin(running, "gpu.any")
+    store.r.delete(store.keys.ticket(running.job_id))  # what a Redis restart does
+    hb.beat()
+    ticket = store.ticket(running.job_id)
+    assert ticket is not None and ticket["state"] == "running" and ticket["user"] == "ann"
+    # Once the verdict is out no beat brings the ticket back.
+    result = RunResult(job_id=running.job_id, problem="vector_add", backend="triton",
+                       state=RunState.done)
+    assert store.finish(result, user="ann", queue="gpu.any", worker="gpu0@h")
+    hb.end()
+    hb.beat()
+    assert store.ticket(running.job_id) is None
+
+
+def test_the_first_verdict_wins(store: JobStore) -> None:
+    j = job("x")
+    store.admit(j, "cpu", cap=0)
+    first = RunResult(job_id=j.job_id, problem="vector_add", backend="numba-cpu",
+                      state=RunState.done)
+    late = first.model_copy(update={"state": RunState.runtime_error})
+    assert store.finish(first, user="anonymous", queue="cpu", worker="a", duration_s=1.5)
+    assert not store.finish(late, user="anonymous", queue="cpu", worker="b")
+    stored = store.finished(j.job_id)
+    assert stored is not None and stored.result.state is RunState.done and stored.worker == "a"
+    assert store.r.xlen(store.keys.stream) == 1
+    assert store.r.ttl(store.keys.result(j.job_id)) > 0
+    assert store.recent_durations("cpu") == [1.5]
+
+
+def test_positions_follow_arrival_order(store: JobStore) -> None:
+    jobs = [job("x") for _ in range(3)]
+    for j in jobs:
+        assert store.admit(j, "cpu", cap=0) is None
+    assert [store.position(j.job_id) for j in jobs] == [1, 2, 3]
+    store.mark_running(jobs[0], "cpu", "cpu@h")
+    assert [store.position(j.job_id) for j in jobs] == [0, 1, 2]
+    store.requeue(jobs[0].job_id, "cpu")  # its worker vanished: back to the front
+    assert store.position(jobs[0].job_id) == 1
+
+
+def test_the_snapshot_counts_waiting_messages_and_estimates_the_wait(store: JobStore) -> None:
+    celery_prefix = store.keys.prefix + ":celery:"
+    for i in range(2):
+        hb = _beat(store, f"gpu{i}@h")
+        hb.beat()
+    for _ in range(4):
+        store.r.lpush(celery_prefix + "gpu.any", json.dumps({"headers": {"id": "x"}}))
+    for seconds in (1.0, 3.0):
+        store.r.lpush(store.keys.durations("gpu.any"), seconds)
+    snap = snapshot(store, celery_prefix, ["cpu"])
+    queues = {q["name"]: q for q in snap["queues"]}
+    assert queues["gpu.any"] == {"name": "gpu.any", "depth": 4, "workers": 2, "busy": 0,
+                                 "mean_job_s": 2.0, "wait_estimate_s": 4.0}
+    assert queues["cpu"]["workers"] == 0 and queues["cpu"]["wait_estimate_s"] is None
+    assert [w["id"] for w in snap["workers"]] == ["gpu0@h", "gpu1@h"]
+    assert snap["generated_at"] <= time.time()

@@ -1,0 +1,200 @@
+"""The fleet registry: each worker process announces itself; the web side reads the roll.
+
+A worker process writes `<prefix>:worker:<id>` (JSON) every couple of seconds with a TTL
+a few times longer, and lists its id in `<prefix>:workers`. A worker that stops beating
+drops out by itself when its key expires; readers prune the index as they go.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import redis
+
+from kernels.models import RunJob
+from workers.jobstore import JobStore
+
+log = logging.getLogger(__name__)
+
+Extra = Callable[[], dict[str, Any]]
+
+
+class Heartbeat:
+    """A daemon thread that keeps this worker process's registry entry fresh.
+
+    `begin()`/`end()` bracket a job. They take the same lock as a beat, so once `end()`
+    returns no beat can still carry the finished job (a beat rebuilds the ticket of the
+    current job after a Redis restart, and must never resurrect a finished one).
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        info: dict[str, Any],
+        interval_s: float = 2.0,
+        ttl_s: float = 10.0,
+        extra: Extra | None = None,
+    ) -> None:
+        self.store = store
+        self.info = dict(info)
+        self.worker_id: str = self.info["id"]
+        self.interval_s = interval_s
+        self.ttl_s = ttl_s
+        self.extra = extra
+        self.started_at = time.time()
+        self.jobs_done = 0
+        self._job: tuple[RunJob, str] | None = None
+        self._job_since: float | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="kplay-heartbeat", daemon=True)
+        self._thread.start()
+
+    def begin(self, job: RunJob, queue: str) -> None:
+        with self._lock:
+            self._job = (job, queue)
+            self._job_since = time.time()
+        self._beat_quietly()
+
+    def end(self) -> None:
+        with self._lock:
+            self._job = None
+            self._job_since = None
+            self.jobs_done += 1
+        self._beat_quietly()
+
+    def stop(self) -> None:
+        """Stop beating and leave the roll at once (a clean exit is not a lost worker)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.interval_s + 1.0)
+        try:
+            self.store.r.delete(self.store.keys.worker(self.worker_id))
+            self.store.r.srem(self.store.keys.workers, self.worker_id)
+        except redis.RedisError:
+            pass
+
+    def payload(self) -> dict[str, Any]:
+        now = time.time()
+        job = self._job
+        out = {
+            **self.info,
+            "busy": job is not None,
+            "current_job": job[0].job_id if job else None,
+            "job_started_at": self._job_since,
+            "jobs_done": self.jobs_done,
+            "started_at": self.started_at,
+            "last_seen": now,
+            "pid": os.getpid(),
+        }
+        if self.extra is not None:
+            try:
+                out.update(self.extra())
+            except Exception:  # noqa: BLE001 - optional facts must not stop the heartbeat
+                log.debug("heartbeat extra failed", exc_info=True)
+        return out
+
+    def beat(self) -> None:
+        with self._lock:
+            keys = self.store.keys
+            pipe = self.store.r.pipeline()
+            pipe.set(
+                keys.worker(self.worker_id), json.dumps(self.payload()), px=int(self.ttl_s * 1000)
+            )
+            pipe.sadd(keys.workers, self.worker_id)
+            pipe.execute()
+            if self._job is not None:
+                job, queue = self._job
+                # After a Redis restart the ticket is gone while the job still runs here.
+                if not self.store.r.exists(keys.ticket(job.job_id), keys.result(job.job_id)):
+                    self.store.mark_running(job, queue, self.worker_id)
+
+    def _beat_quietly(self) -> None:
+        try:
+            self.beat()
+        except redis.RedisError as exc:
+            log.warning("heartbeat failed (%s); retrying", exc)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._beat_quietly()
+            self._stop.wait(self.interval_s)
+
+
+# ---------------------------------------------------------------- reading the roll
+
+
+def live_workers(store: JobStore) -> list[dict[str, Any]]:
+    """Every worker whose heartbeat has not expired, oldest first, with `age_s`."""
+    keys = store.keys
+    ids = sorted(store.r.smembers(keys.workers))  # type: ignore[arg-type]
+    if not ids:
+        return []
+    raws = store.r.mget([keys.worker(i) for i in ids])
+    now = time.time()
+    workers, gone = [], []
+    for worker_id, raw in zip(ids, raws, strict=True):  # type: ignore[arg-type]
+        if raw is None:
+            gone.append(worker_id)
+            continue
+        info = json.loads(raw)
+        info["age_s"] = round(max(0.0, now - float(info.get("last_seen", now))), 1)
+        workers.append(info)
+    if gone:
+        store.r.srem(keys.workers, *gone)
+    return sorted(workers, key=lambda w: (w.get("started_at", 0), w.get("id", "")))
+
+
+def workers_for(queue: str, workers: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [w for w in workers if queue in w.get("queues", ())]
+
+
+def queue_depth(store: JobStore, celery_prefix: str, queue: str) -> int:
+    """Messages waiting in Celery's list for `queue` (not counting those being run)."""
+    return int(store.r.llen(celery_prefix + queue))  # type: ignore[arg-type]
+
+
+def mean_job_s(store: JobStore, queue: str) -> float | None:
+    durations = store.recent_durations(queue)
+    return statistics.fmean(durations) if durations else None
+
+
+def wait_estimate_s(ahead: int, mean_s: float | None, n_workers: int) -> float | None:
+    """Jobs ahead x recent mean job time / workers that can take them; None if unknown."""
+    if mean_s is None or n_workers <= 0:
+        return None
+    return round(ahead * mean_s / n_workers, 1)
+
+
+def snapshot(store: JobStore, celery_prefix: str, queues: Iterable[str] = ()) -> dict[str, Any]:
+    """The whole fleet for the page and the API: workers and each queue's state."""
+    workers = live_workers(store)
+    names = set(queues)
+    for w in workers:
+        names.update(w.get("queues", ()))
+    rows = []
+    for name in sorted(names):
+        serving = workers_for(name, workers)
+        depth = queue_depth(store, celery_prefix, name)
+        mean_s = mean_job_s(store, name)
+        rows.append(
+            {
+                "name": name,
+                "depth": depth,
+                "workers": len(serving),
+                "busy": sum(1 for w in serving if w.get("busy")),
+                "mean_job_s": None if mean_s is None else round(mean_s, 2),
+                "wait_estimate_s": wait_estimate_s(depth, mean_s, len(serving)),
+            }
+        )
+    return {"mode": "distributed", "workers": workers, "queues": rows, "generated_at": time.time()}

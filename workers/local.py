@@ -1,0 +1,206 @@
+"""The embedded executor: a FIFO queue in this process feeding a warm child-process pool.
+
+Dispatcher threads (one per child) take jobs in submission order, run them through
+the WorkerPool and hand events and results to the sink. Whatever goes wrong on the way,
+every submitted job ends with exactly one RunResult delivered.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import logging
+import os
+import platform
+import threading
+from typing import Any
+
+from kernels.models import ProgressEvent, RunJob, RunResult
+from workers.executor import Executor, ResultSink, SubmitRefused
+from workers.limits import Limits
+from workers.runner import DEFAULT_TARGET, PoolClosed, WorkerPool, failure_result
+
+log = logging.getLogger(__name__)
+
+
+class LocalExecutor(Executor):
+    def __init__(
+        self,
+        size: int = 1,
+        limits: Limits | None = None,
+        target: str = DEFAULT_TARGET,
+        warm: bool = True,
+        max_queued: int | None = 100,
+    ) -> None:
+        if size < 1:
+            raise ValueError("a local executor needs at least one worker")
+        self.size = size
+        self.limits = limits or Limits()
+        self.target = target
+        self.warm = warm
+        self.max_queued = max_queued
+        self._pool: WorkerPool | None = None
+        self._sink: ResultSink | None = None
+        self._queue: collections.deque[RunJob] = collections.deque()
+        self._running: set[str] = set()
+        self._cond = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._stopping = False
+
+    # ------------------------------------------------------------ Executor
+
+    def start(self, sink: ResultSink) -> None:
+        if self._pool is not None:
+            raise RuntimeError("the executor is already started")
+        self._sink = sink
+        self._pool = WorkerPool(self.size, self.limits, self.target, self.warm, describe=True)
+        for i in range(self.size):
+            thread = threading.Thread(
+                target=self._dispatch, name=f"kplay-dispatch-{i}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def submit(self, job: RunJob) -> None:
+        with self._cond:
+            if self._pool is None or self._stopping:
+                raise SubmitRefused("the local executor is not running; restart the server")
+            if self.max_queued is not None and len(self._queue) >= self.max_queued:
+                raise SubmitRefused(
+                    f"{len(self._queue)} runs are already waiting; try again in a moment"
+                )
+            self._queue.append(job)
+            self._cond.notify()
+
+    def queue_position(self, job_id: str) -> int | None:
+        with self._cond:
+            if job_id in self._running:
+                return 0
+            for index, job in enumerate(self._queue):
+                if job.job_id == job_id:
+                    # Ahead of it: the jobs queued before it and those being evaluated.
+                    return index + len(self._running)
+            return None
+
+    def devices(self) -> list[dict[str, Any]]:
+        machine = self._pool.machine if self._pool is not None else None
+        if machine is None:
+            # No child has reported yet; say what is known without importing GPU libraries.
+            machine = describe_without_child()
+        return [
+            {
+                **machine,
+                "executor": "local",
+                "queue": "local",
+                "workers": self.size,
+                "cpu_count": os.cpu_count(),
+            }
+        ]
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            left = list(self._queue)
+            self._queue.clear()
+            self._cond.notify_all()
+        for job in left:
+            self._deliver(failure_result(job, "the server stopped before this run started"))
+        if self._pool is not None:
+            self._pool.close()
+        for thread in self._threads:
+            thread.join(timeout=10.0)
+        self._threads.clear()
+
+    # ------------------------------------------------------------ dispatching
+
+    def _next_job(self) -> RunJob | None:
+        with self._cond:
+            while not self._queue and not self._stopping:
+                self._cond.wait()
+            if self._stopping:
+                return None
+            job = self._queue.popleft()
+            self._running.add(job.job_id)
+            return job
+
+    def _dispatch(self) -> None:
+        while True:
+            job = self._next_job()
+            if job is None:
+                return
+            try:
+                result = self._evaluate(job)
+            finally:
+                with self._cond:
+                    self._running.discard(job.job_id)
+            self._deliver(result)
+
+    def _evaluate(self, job: RunJob) -> RunResult:
+        assert self._pool is not None
+        try:
+            return self._pool.run(job, on_event=self._event)
+        except PoolClosed:
+            return failure_result(job, "the server stopped while this run was starting")
+        except Exception as exc:  # noqa: BLE001 - the run must still end with a result
+            log.exception("executor failed on job %s", job.job_id)
+            return failure_result(job, f"internal error in the executor: {exc}")
+
+    def _event(self, event: ProgressEvent) -> None:
+        if self._sink is not None:
+            self._sink.on_event(event)
+
+    def _deliver(self, result: RunResult) -> None:
+        if self._sink is None:
+            return
+        try:
+            self._sink.on_result(result)
+        except Exception:  # noqa: BLE001 - a failing sink must not stop the dispatcher
+            log.exception("result sink failed for job %s", result.job_id)
+
+
+# ---------------------------------------------------------------- the local machine
+
+
+def describe_without_child() -> dict[str, Any]:
+    """This machine as far as the server process may look: the CUDA driver API only.
+
+    Backend capabilities need GPU libraries imported under the child's environment, so
+    they read "unknown" until the first child reports them.
+    """
+    from kernels.backends import registry
+    from kernels.device import cuda_device_count
+
+    gpus = cuda_device_count()
+    name = _gpu_name() if gpus else None
+    return {
+        "name": name or _cpu_name(),
+        "kind": "gpu" if gpus else "cpu",
+        "gpus": gpus,
+        "backends": {key: "unknown" for key in sorted(registry())},
+    }
+
+
+def _gpu_name() -> str | None:
+    # The driver API answers without a context; cuInit already ran in cuda_device_count.
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        buf = ctypes.create_string_buffer(256)
+        device = ctypes.c_int(0)
+        if lib.cuDeviceGet(ctypes.byref(device), 0) != 0:
+            return None
+        if lib.cuDeviceGetName(buf, len(buf), device) != 0:
+            return None
+    except OSError:
+        return None
+    return buf.value.decode(errors="replace") or None
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "CPU"

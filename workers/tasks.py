@@ -1,0 +1,272 @@
+"""The one Celery task: a thin shell around the warm evaluation pool.
+
+Each worker process runs Celery's prefork pool with one child. That child holds a warm
+`WorkerPool(size=1)` (the evaluation itself runs one process further down, where a
+kernel may crash) and the fleet heartbeat. Events and the verdict go to Redis through
+`JobStore`; Celery's result backend is not used.
+
+What can go wrong, and what the job then becomes:
+- the kernel crashes, hangs or floods: the pool's verdict, published as usual;
+- the pool child dies (a kernel killed its parent) or hits the hard time limit: Celery's
+  main process acknowledges the message and `_on_task_failure` publishes the verdict;
+- the whole worker is lost: the message stays unacknowledged and is redelivered (by
+  Redis's visibility timeout, or sooner by the web side's janitor). The start counter
+  ends the job after `max_deliveries` starts, so a kernel that kills its worker cannot
+  take the fleet down in a loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import time
+from typing import Any
+
+import redis
+from celery import signals
+from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded, WorkerLostError
+
+from kernels.models import ProgressEvent, RunJob, RunResult, RunState
+from workers.celery_app import TASK_NAME, WorkerConfig, app
+from workers.fleet import Heartbeat
+from workers.jobstore import JobStore, connect, user_key
+from workers.limits import Limits
+from workers.recovery import LOST_TWICE
+from workers.runner import WorkerPool, failure_result
+
+log = logging.getLogger(__name__)
+
+
+class Runtime:
+    """Per worker process: config, Redis, the warm pool and the heartbeat."""
+
+    def __init__(self, config: WorkerConfig, with_pool: bool = True) -> None:
+        if not config.broker_url:
+            raise RuntimeError("KPLAY_BROKER_URL is not set")
+        self.config = config
+        self.store = JobStore(
+            connect(config.broker_url), config.key_prefix, config.ticket_ttl_s, config.result_ttl_s
+        )
+        self.info = worker_info(config)
+        self.worker_id: str = self.info["id"]
+        self.pool: WorkerPool | None = None
+        self.heartbeat: Heartbeat | None = None
+        if with_pool:
+            self.pool = WorkerPool(
+                size=1, limits=job_limits(config), target=config.eval_target, warm=True
+            )
+            self.heartbeat = Heartbeat(
+                self.store,
+                self.info,
+                config.heartbeat_interval_s,
+                config.heartbeat_ttl_s,
+                extra=self._live_facts,
+            )
+            self.heartbeat.start()
+
+    def run(self, job: RunJob, queue: str) -> None:
+        if self._already_finished(job):
+            return
+        if self.store.count_start(job.job_id) > self.config.max_deliveries:
+            self.publish(failure_result(job, LOST_TWICE), job, queue)
+            return
+        assert self.pool is not None and self.heartbeat is not None
+        self.store.mark_running(job, queue, self.worker_id)
+        self.heartbeat.begin(job, queue)
+        started = time.monotonic()
+        try:
+            result = self._evaluate(job)
+            # Still announced as this worker's job until the verdict is out: the janitor
+            # takes a running job that no live worker announces for a lost one.
+            self.publish(result, job, queue, time.monotonic() - started)
+        finally:
+            self.heartbeat.end()
+
+    def _evaluate(self, job: RunJob) -> RunResult:
+        assert self.pool is not None
+        soft = self.config.soft_time_limit_s
+        try:
+            result = self.pool.run(job, on_event=self._event)
+        except SoftTimeLimitExceeded:
+            return failure_result(job, _soft_limit_message(soft), RunState.timeout)
+        except Exception as exc:  # noqa: BLE001 - every job must end with a verdict
+            log.exception("job %s failed in the worker", job.job_id)
+            return failure_result(job, f"the worker failed: {type(exc).__name__}: {exc}")
+        # The pool turns an exception raised inside it into a runtime_error; the soft
+        # limit's exception is one of those and means the job ran out of time.
+        if result.state is RunState.runtime_error and "SoftTimeLimitExceeded" in (
+            result.message or ""
+        ):
+            return result.model_copy(
+                update={"state": RunState.timeout, "message": _soft_limit_message(soft)}
+            )
+        return result
+
+    def _already_finished(self, job: RunJob) -> bool:
+        # A redelivery of a job whose verdict was stored (the worker died after publishing
+        # but before acknowledging): nothing to do.
+        if self.store.finished(job.job_id) is not None:
+            log.info("job %s already has a verdict; not run again", job.job_id)
+            return True
+        return False
+
+    def _event(self, event: ProgressEvent) -> None:
+        try:
+            self.store.publish_event(event, self.worker_id)
+        except redis.RedisError as exc:  # progress is a nicety; the verdict is retried
+            log.debug("dropped a progress event for %s: %s", event.job_id, exc)
+
+    def publish(
+        self, result: RunResult, job: RunJob, queue: str, duration_s: float | None = None
+    ) -> bool:
+        """Hand the verdict back, retrying while Redis is away (it may be restarting)."""
+        deadline = time.monotonic() + self.config.publish_retry_s
+        delay = 0.2
+        while True:
+            try:
+                return self.store.finish(
+                    result,
+                    user=user_key(job),
+                    queue=queue,
+                    worker=self.worker_id,
+                    duration_s=duration_s,
+                )
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if time.monotonic() >= deadline:
+                    log.error("could not publish the verdict of %s: %s", job.job_id, exc)
+                    return False
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def _live_facts(self) -> dict[str, Any]:
+        facts: dict[str, Any] = {"ceilings": self._ceilings()}
+        if self.info.get("kind") == "gpu" and self.info.get("gpu_index") is not None:
+            from workers.devices import gpu_clocks
+
+            facts.update(gpu_clocks(int(self.info["gpu_index"])))
+        return facts
+
+    def _ceilings(self) -> dict[str, Any] | None:
+        from workers.devices import load_ceilings
+
+        return load_ceilings(self.info)
+
+    def close(self) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+        if self.pool is not None:
+            self.pool.close()
+
+
+def _soft_limit_message(limit_s: float) -> str:
+    return f"the worker stopped this job after {limit_s:g} s (its soft time limit)"
+
+
+def job_limits(config: WorkerConfig) -> Limits:
+    cache = config.cache_dir / "jobs" if config.cache_dir else None
+    return Limits(
+        wall_timeout_s=config.job_timeout_s,
+        start_timeout_s=config.child_start_timeout_s,
+        jobs_per_child=config.jobs_per_child,
+        cache_dir=cache,
+        # The engine finds the calibrated ceilings where `kplay worker` put them.
+        pass_env=["KPLAY_CACHE_DIR", "KPLAY_NO_AUTO_CALIBRATE"],
+    )
+
+
+def worker_info(config: WorkerConfig) -> dict[str, Any]:
+    """This process's registry entry: set by `kplay worker`, or guessed for a bare worker."""
+    import json
+
+    if config.worker_info:
+        info = json.loads(config.worker_info)
+    else:
+        info = {"kind": "cpu", "device": socket.gethostname(), "queues": _argv_queues()}
+    info.setdefault("host", socket.gethostname())
+    info["id"] = config.worker_id or info.get("id") or f"{socket.gethostname()}-{os.getppid()}"
+    return info
+
+
+def _argv_queues() -> list[str]:
+    argv = sys.argv
+    for flag in ("-Q", "--queues"):
+        if flag in argv[:-1]:
+            return argv[argv.index(flag) + 1].split(",")
+    return []
+
+
+# ---------------------------------------------------------------- Celery wiring
+
+_runtime: Runtime | None = None
+_main_runtime: Runtime | None = None
+
+
+def runtime() -> Runtime:
+    global _runtime
+    if _runtime is None:
+        _runtime = Runtime(WorkerConfig())
+    return _runtime
+
+
+@signals.worker_process_init.connect
+def _start_process(**_: Any) -> None:
+    # Warm the evaluation child and start beating before the first job arrives.
+    runtime()
+
+
+@signals.worker_process_shutdown.connect
+def _stop_process(**_: Any) -> None:
+    global _runtime
+    if _runtime is not None:
+        _runtime.close()
+        _runtime = None
+
+
+@app.task(name=TASK_NAME, bind=True)
+def evaluate_job(self: Any, job_json: str) -> None:
+    job = RunJob.model_validate_json(job_json)
+    queue = (self.request.delivery_info or {}).get("routing_key") or "?"
+    runtime().run(job, queue)
+
+
+@signals.task_failure.connect
+def _on_task_failure(
+    sender: Any = None,
+    task_id: str | None = None,
+    exception: BaseException | None = None,
+    args: Any = None,
+    **_: Any,
+) -> None:
+    """Publish a verdict for a job whose pool child died or hit the hard limit.
+
+    Runs in Celery's main process, which has no runtime of its own: a small one without
+    a pool is made on first need.
+    """
+    if getattr(sender, "name", None) != TASK_NAME or not args:
+        return
+    global _main_runtime
+    try:
+        job = RunJob.model_validate_json(args[0])
+        if _main_runtime is None:
+            _main_runtime = Runtime(WorkerConfig(), with_pool=False)
+        rt = _main_runtime
+        ticket = rt.store.ticket(job.job_id) or {}
+        if isinstance(exception, TimeLimitExceeded):
+            limit = rt.config.hard_time_limit_s
+            message = f"the worker stopped this job after {limit:g} s (its hard time limit)"
+            result = failure_result(job, message, RunState.timeout)
+        elif isinstance(exception, WorkerLostError):
+            message = (
+                "the worker process running this job died "
+                f"({type(exception).__name__}: {exception}); it is not run again"
+            )
+            result = failure_result(job, message)
+        else:
+            result = failure_result(
+                job, f"the worker failed: {type(exception).__name__}: {exception}"
+            )
+        rt.publish(result, job, ticket.get("queue", "?"))
+    except Exception:  # noqa: BLE001 - a signal handler must never take the worker down
+        log.exception("could not publish the failure of task %s", task_id)
