@@ -29,6 +29,6 @@ for step in $STEPS; do
     fidelity)
       python3 bench/timing_fidelity.py 2>&1 | tee "$OUTDIR/fidelity.md" ;;
     ladder)
-      python3 bench/problem_runs.py 2>&1 | tee "$OUTDIR/problem_runs.md" ;;
+      python3 bench/problem_runs.py --json-out "$OUTDIR/problem_runs.json" 2>&1 | tee "$OUTDIR/problem_runs.md" ;;
   esac
 done

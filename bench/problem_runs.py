@@ -29,8 +29,10 @@ def main() -> None:
     wanted = set(filter(None, args.problems.split(",")))
     backends = set(args.backends.split(","))
     rows, raw = [], []
-    print("| problem | solution | backend | case | state | median (µs) | IQR (µs) | reps | "
-          "GB/s | GFLOP/s | % roofline | bound | x baseline |")
+    print(
+        "| problem | solution | backend | case | state | median (µs) | IQR (µs) | reps | "
+        "GB/s | GFLOP/s | % roofline | bound | x baseline |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for slug, spec in load_catalog().items():
         if wanted and slug not in wanted:
@@ -50,8 +52,10 @@ def main() -> None:
             bound = rl.bound if rl else "-"
             spd = f"{rl.speedup_over_baseline:.2f}" if rl and rl.speedup_over_baseline else "-"
             case = t.case if t and t.case else "-"
-            row = (f"| {slug} | {path.name} | {backend} | {case} | {r.state.value} | {med} | {iqr} | "
-                   f"{reps} | {gbs} | {gfl} | {pct} | {bound} | {spd} |")
+            row = (
+                f"| {slug} | {path.name} | {backend} | {case} | {r.state.value} | {med} | {iqr} | "
+                f"{reps} | {gbs} | {gfl} | {pct} | {bound} | {spd} |"
+            )
             if r.state.value != "done":
                 row += f" {(r.message or '')[:160]}"
             print(row, flush=True)

@@ -74,8 +74,12 @@ def _targets():  # type: ignore[no-untyped-def]
     block = spec.block + (1,) * (3 - len(spec.block))
 
     def project() -> None:
-        fn(grid, block, (a, b, c, np.int32(size), np.int32(size), np.int32(size)),
-           shared_mem=spec.shared_mem_bytes)
+        fn(
+            grid,
+            block,
+            (a, b, c, np.int32(size), np.int32(size), np.int32(size)),
+            shared_mem=spec.shared_mem_bytes,
+        )
 
     return {
         "copy 1 GiB (float4 kernel)": (copy, "fidelity_copy"),
@@ -86,8 +90,8 @@ def _targets():  # type: ignore[no-untyped-def]
 
 def _project_solution(problem):  # type: ignore[no-untyped-def]
     cuda = [p for b, p in problem.solutions("correct") if b == "cuda"]
-    tiled = [p for p in cuda if "naive" not in p.name]
-    return (tiled or cuda)[0]
+    best = [p for p in cuda if "warptile" in p.name]
+    return (best or cuda)[0]
 
 
 def run_target(name_prefix: str, reps: int) -> None:
@@ -107,13 +111,36 @@ def ncu_median_us(name: str, regex: str, reps: int = 20) -> float | None:
     if ncu is None:
         return None
     cmd = [
-        ncu, "--clock-control", "none", "--cache-control", "all", "--csv",
-        "--metrics", "gpu__time_duration.sum", "-k", f"regex:{regex}", "--launch-skip", "3",
-        sys.executable, __file__, "--target", name, "--reps", str(reps + 3),
+        ncu,
+        "--clock-control",
+        "none",
+        "--cache-control",
+        "all",
+        "--csv",
+        "--metrics",
+        "gpu__time_duration.sum",
+        "-k",
+        f"regex:{regex}",
+        "--launch-skip",
+        "3",
+        sys.executable,
+        __file__,
+        "--target",
+        name,
+        "--reps",
+        str(reps + 3),
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    text = proc.stdout[proc.stdout.find('"ID"'):] if '"ID"' in proc.stdout else ""
+    proc = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        },
+    )
+    text = proc.stdout[proc.stdout.find('"ID"') :] if '"ID"' in proc.stdout else ""
     values = []
     for row in csv.DictReader(io.StringIO(text)):
         if row.get("Metric Name") == "gpu__time_duration.sum":
@@ -126,7 +153,7 @@ def ncu_median_us(name: str, regex: str, reps: int = 20) -> float | None:
         return None
     # One target may launch several kernels per call (cuBLAS); sum per call, then median.
     per_call = len(values) // reps if reps and len(values) >= reps else 1
-    sums = [sum(values[i:i + per_call]) for i in range(0, per_call * reps, per_call)]
+    sums = [sum(values[i : i + per_call]) for i in range(0, per_call * reps, per_call)]
     return statistics.median(sums) if sums else None
 
 
@@ -164,19 +191,25 @@ def main() -> None:
         theirs = triton.testing.do_bench(fn, warmup=100, rep=1000, return_mode="median") * 1000
         ncu = ncu_median_us(name, regex)
         rows.append((name, ours, theirs, ncu))
-    print("| kernel | ours median (µs) | IQR (µs) | reps | do_bench median (µs) | ours/do_bench | "
-          "ncu gpu__time_duration (µs) | ours/ncu |")
+    print(
+        "| kernel | ours median (µs) | IQR (µs) | reps | do_bench median (µs) | ours/do_bench | "
+        "ncu gpu__time_duration (µs) | ours/ncu |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name, ours, theirs, ncu in rows:
         ratio_ncu = f"{ours.median_us / ncu:.3f}" if ncu else "n/a"
         ncu_s = f"{ncu:.1f}" if ncu else "n/a"
-        print(f"| {name} | {ours.median_us:.1f} | {ours.iqr_us:.1f} | {ours.reps} | {theirs:.1f} | "
-              f"{ours.median_us / theirs:.3f} | {ncu_s} | {ratio_ncu} |")
+        print(
+            f"| {name} | {ours.median_us:.1f} | {ours.iqr_us:.1f} | {ours.reps} | {theirs:.1f} | "
+            f"{ours.median_us / theirs:.3f} | {ncu_s} | {ratio_ncu} |"
+        )
     medians = spread_of_project()
     lo, hi, mid = min(medians), max(medians), statistics.median(medians)
-    print(f"\nRun-to-run: 5 separate evaluations of the project SGEMM, medians (µs): "
-          f"{', '.join(f'{m:.1f}' for m in medians)}; spread (max-min)/median = "
-          f"{100 * (hi - lo) / mid:.2f}%")
+    print(
+        f"\nRun-to-run: 5 separate evaluations of the project SGEMM, medians (µs): "
+        f"{', '.join(f'{m:.1f}' for m in medians)}; spread (max-min)/median = "
+        f"{100 * (hi - lo) / mid:.2f}%"
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,393 @@
+"""What the distributed mode costs and what it survives, next to the embedded executor.
+
+    python bench/celery_overhead.py [--latency-runs 50] [--stream-jobs 100] [--workers 1,2]
+                                    [--kills 3] [--restarts 2] [--fault-jobs 40]
+
+Measures, on this machine, with a trivial evaluation target (so only the plumbing is timed):
+- submit -> verdict latency, one job at a time, LocalExecutor vs CeleryExecutor (p50, p95);
+- jobs/s for a stream of small jobs with one and with two CPU workers;
+- fault runs: workers SIGKILLed mid-job, and Redis restarted under a stream: runs that
+  ended with a verdict, runs declared lost by reconcile(), runs left non-final.
+Redis is a private redis-server on a free port (keeps nothing on disk), so restarts are
+safe; prints one Markdown table per part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kernels.models import ProgressEvent, RunJob, RunResult, RunState  # noqa: E402
+
+TARGET = "bench.celery_overhead:trivial"
+
+
+def trivial(job: RunJob, emit: Callable[[ProgressEvent], None]) -> RunResult:
+    """The evaluation stand-in: `ok` returns at once, `sleep:<s>` takes that long."""
+    kind, _, arg = job.source.partition(":")
+    if kind == "sleep":
+        time.sleep(float(arg))
+    return RunResult(
+        job_id=job.job_id, problem=job.problem, backend=job.backend, state=RunState.done
+    )
+
+
+# ---------------------------------------------------------------- plumbing
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.done: dict[str, tuple[float, RunResult]] = {}
+        self.cond = threading.Condition()
+
+    def on_event(self, event: ProgressEvent) -> None:
+        pass
+
+    def on_result(self, result: RunResult) -> None:
+        with self.cond:
+            self.done[result.job_id] = (time.perf_counter(), result)
+            self.cond.notify_all()
+
+    def wait(self, ids: list[str], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while not all(i in self.done for i in ids):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(left)
+        return True
+
+
+class Redis:
+    def __init__(self) -> None:
+        exe = shutil.which("redis-server")
+        if exe is None:
+            sys.exit("redis-server is not installed")
+        self.exe = exe
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.dir = tempfile.mkdtemp(prefix="kplay-bench-redis-")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        import redis
+
+        self.proc = subprocess.Popen(
+            [
+                self.exe,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.dir,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(200):
+            try:
+                if redis.Redis(port=self.port).ping():
+                    return
+            except redis.RedisError:
+                time.sleep(0.05)
+        sys.exit("redis-server did not start")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+class Fleet:
+    """Workers and one executor on a fresh key prefix."""
+
+    def __init__(self, url: str, logs: Path) -> None:
+        from workers.celery_app import WorkerConfig
+
+        self.url = url
+        self.prefix = f"kplaybench-{uuid.uuid4().hex[:8]}"
+        self.logs = logs
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.env = {
+            **os.environ,
+            "KPLAY_BROKER_URL": url,
+            "KPLAY_KEY_PREFIX": self.prefix,
+            "KPLAY_EVAL_TARGET": TARGET,
+            "KPLAY_HEARTBEAT_INTERVAL_S": "0.5",
+            "KPLAY_HEARTBEAT_TTL_S": "2.5",
+            "KPLAY_NO_AUTO_CALIBRATE": "1",
+            "KPLAY_PUBLISH_RETRY_S": "60",
+            "PYTHONPATH": str(ROOT),
+        }
+        self.config = WorkerConfig(
+            broker_url=url, key_prefix=self.prefix, user_run_cap=0, heartbeat_ttl_s=2.5
+        )
+        self.sink = Sink()
+        self.executor: Any = None
+
+    def start_executor(self) -> Any:
+        from workers.celery_executor import CeleryExecutor
+
+        self.executor = CeleryExecutor(self.url, config=self.config, janitor_interval_s=0.5)
+        self.executor.start(self.sink)
+        return self.executor
+
+    def add_worker(self, name: str) -> None:
+        from workers.devices import WorkerSpec
+        from workers.fleet_main import build_command, build_env
+
+        info = {"id": name, "kind": "cpu", "device": "bench", "queues": ["cpu"]}
+        spec = WorkerSpec(name, "cpu", ("cpu",), {"CUDA_VISIBLE_DEVICES": ""}, info)
+        with open(self.logs / f"{name.replace('@', '_')}.log", "ab") as log:
+            self.procs[name] = subprocess.Popen(
+                build_command(spec, "WARNING"),
+                env=build_env(spec, self.env),
+                cwd=ROOT,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if any(w["id"] == name for w in self.executor.devices()):
+                return
+            time.sleep(0.1)
+        sys.exit(f"worker {name} did not start; see {self.logs}")
+
+    def kill(self, name: str) -> None:
+        proc = self.procs.pop(name)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.stop()
+        for proc in self.procs.values():
+            os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _job(source: str = "ok") -> RunJob:
+    return RunJob(problem="vector_add", backend="numba-cpu", source=source)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+# ---------------------------------------------------------------- the parts
+
+
+def latencies(submit: Callable[[RunJob], None], sink: Sink, runs: int) -> list[float]:
+    out = []
+    for i in range(runs + 1):
+        job = _job()
+        start = time.perf_counter()
+        submit(job)
+        if not sink.wait([job.job_id], 60):
+            sys.exit("a latency job got no verdict in 60 s")
+        if i:  # the first one warms the path
+            out.append((sink.done[job.job_id][0] - start) * 1000.0)
+    return out
+
+
+def local_latency(runs: int) -> list[float]:
+    from workers.limits import Limits
+    from workers.local import LocalExecutor
+
+    sink = Sink()
+    ex = LocalExecutor(1, Limits(wall_timeout_s=30), target=TARGET)
+    ex.start(sink)
+    try:
+        return latencies(ex.submit, sink, runs)
+    finally:
+        ex.stop()
+
+
+def throughput(url: str, logs: Path, workers: int, jobs: int) -> float:
+    fleet = Fleet(url, logs)
+    ex = fleet.start_executor()
+    try:
+        for i in range(workers):
+            fleet.add_worker(f"cpu{i}@bench")
+        latencies(ex.submit, fleet.sink, 1)  # warm every path once
+        batch = [_job() for _ in range(jobs)]
+        start = time.perf_counter()
+        for job in batch:
+            ex.submit(job)
+        if not fleet.sink.wait([j.job_id for j in batch], 300):
+            sys.exit("the stream did not finish in 300 s")
+        end = max(fleet.sink.done[j.job_id][0] for j in batch)
+        return jobs / (end - start)
+    finally:
+        fleet.close()
+
+
+def account(fleet: Fleet, ids: list[str], settle_s: float) -> dict[str, int]:
+    """Verdicts, runs reconcile() declares lost, and runs left non-final after `settle_s`."""
+    deadline = time.monotonic() + settle_s
+    lost: list[str] = []
+    while True:
+        open_ids = [i for i in ids if i not in fleet.sink.done]
+        try:
+            lost = fleet.executor.reconcile(open_ids) if open_ids else []
+        except Exception:  # noqa: BLE001 - Redis may still be coming back
+            lost = []
+        if set(lost) == set(open_ids) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    states: dict[str, int] = {}
+    for i in ids:
+        if i in fleet.sink.done:
+            state = fleet.sink.done[i][1].state.value
+            states[state] = states.get(state, 0) + 1
+    states["lost (reconciled)"] = len(lost)
+    states["non-final"] = len([i for i in open_ids if i not in lost])
+    return states
+
+
+def kill_run(url: str, logs: Path, kills: int, jobs: int, job_s: float) -> dict[str, int]:
+    fleet = Fleet(url, logs)
+    ex = fleet.start_executor()
+    try:
+        fleet.add_worker("cpu-k0@bench")
+        fleet.add_worker("cpu-k1@bench")
+        batch = [_job(f"sleep:{job_s}") for _ in range(jobs)]
+        for job in batch:
+            ex.submit(job)
+        for k in range(kills):
+            busy = _wait_busy(ex, set(fleet.procs), 30)
+            if busy is None:
+                break
+            fleet.kill(busy)
+            fleet.add_worker(f"cpu-k{k + 2}@bench")
+        return account(fleet, [j.job_id for j in batch], 120 + jobs * job_s)
+    finally:
+        fleet.close()
+
+
+def _wait_busy(ex: Any, alive: set[str], timeout_s: float) -> str | None:
+    """A worker of `alive` that is running a job (a killed one may still be listed)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        busy = [w["id"] for w in ex.devices() if w.get("busy") and w["id"] in alive]
+        if busy:
+            return str(busy[0])
+        time.sleep(0.05)
+    return None
+
+
+def restart_run(logs: Path, restarts: int, jobs: int, job_s: float) -> dict[str, int]:
+    from workers.executor import SubmitRefused
+
+    server = Redis()
+    server.start()
+    fleet = Fleet(server.url, logs)
+    ex = fleet.start_executor()
+    accepted, refused = [], 0
+    try:
+        fleet.add_worker("cpu-r@bench")
+        every = max(1, jobs // (restarts + 1))
+        for i in range(jobs):
+            job = _job(f"sleep:{job_s}")
+            try:
+                ex.submit(job)
+                accepted.append(job.job_id)
+            except SubmitRefused:
+                refused += 1
+            if i % every == every - 1 and i // every < restarts:
+                server.stop()
+                time.sleep(0.5)
+                server.start()
+            time.sleep(job_s / 2)
+        states = account(fleet, accepted, 60 + jobs * job_s)
+        states["refused at submit"] = refused
+        return states
+    finally:
+        fleet.close()
+        server.stop()
+
+
+# ---------------------------------------------------------------- main
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--latency-runs", type=int, default=50)
+    parser.add_argument("--stream-jobs", type=int, default=100)
+    parser.add_argument("--workers", default="1,2", help="worker counts for the stream")
+    parser.add_argument("--kills", type=int, default=3)
+    parser.add_argument("--restarts", type=int, default=2)
+    parser.add_argument("--fault-jobs", type=int, default=40)
+    parser.add_argument("--job-s", type=float, default=0.2, help="length of a fault-run job")
+    args = parser.parse_args()
+    logs = Path(tempfile.mkdtemp(prefix="kplay-bench-logs-"))
+
+    server = Redis()
+    server.start()
+    try:
+        local = local_latency(args.latency_runs)
+        fleet = Fleet(server.url, logs)
+        ex = fleet.start_executor()
+        fleet.add_worker("cpu-l@bench")
+        try:
+            remote = latencies(ex.submit, fleet.sink, args.latency_runs)
+        finally:
+            fleet.close()
+        print(f"\n### Submit -> verdict latency, trivial job, {args.latency_runs} runs\n")
+        print("| executor | p50 ms | p95 ms |\n|---|---|---|")
+        for name, values in (("LocalExecutor", local), ("CeleryExecutor", remote)):
+            print(f"| {name} | {statistics.median(values):.1f} | {_percentile(values, 0.95):.1f} |")
+
+        print(f"\n### Stream of {args.stream_jobs} trivial jobs\n")
+        print("| CPU workers | jobs/s |\n|---|---|")
+        for n in (int(x) for x in args.workers.split(",")):
+            print(f"| {n} | {throughput(server.url, logs, n, args.stream_jobs):.1f} |")
+
+        kills = kill_run(server.url, logs, args.kills, args.fault_jobs, args.job_s)
+    finally:
+        server.stop()
+    restarts = restart_run(logs, args.restarts, args.fault_jobs, args.job_s)
+    print(f"\n### Fault runs ({args.fault_jobs} jobs of {args.job_s:g} s each)\n")
+    print("| run | outcome | runs |\n|---|---|---|")
+    for title, states in (
+        (f"{args.kills} worker kills (SIGKILL)", kills),
+        (f"{args.restarts} Redis restarts", restarts),
+    ):
+        for outcome, count in states.items():
+            print(f"| {title} | {outcome} | {count} |")
+    print(f"\nworker logs: {logs}")
+
+
+if __name__ == "__main__":
+    main()
