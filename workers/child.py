@@ -5,7 +5,8 @@ directory as cwd, stdout and stderr already pointing into a file there, and one 
 a socket pair as FD. Everything on that socket is JSON (never pickle: the parent must
 not run code a child sends it).
 
-child -> parent: {"type": "ready", "error": str|None} once, after warm-up;
+child -> parent: {"type": "ready", "error": str|None, "machine": dict|None} once, after
+                 warm-up ("machine" only when the config asks the child to describe it);
                  {"type": "event", "event": ProgressEvent} while a job runs;
                  {"type": "result", "result": RunResult, "exit": bool} per job.
 parent -> child: {"type": "job", "job": RunJob} or {"type": "stop"}.
@@ -79,7 +80,9 @@ def main(argv: list[str] | None = None) -> None:
         try:
             message = json.loads(conn.recv_bytes())
         except (EOFError, OSError):
-            return  # the parent went away
+            # The parent went away (killed, perhaps) and cannot clean up after us.
+            shutil.rmtree(home, ignore_errors=True)
+            return
         if message.get("type") != "job":
             return
         payload, leave = _run_one(conn, loaded, message["job"], limits, home)
