@@ -186,7 +186,7 @@ def _evaluate_in(
         reason = backend.untimed_reason() or "compile-only run requested"
         return run.result(
             RunState.done,
-            f"Compiled. {reason}." if cap is Capability.compile_only else "Compiled.",
+            f"{reason[0].upper()}{reason[1:]}." if cap is Capability.compile_only else "Compiled.",
             compile=stage,
             timing=TimingStage(timed=False, untimed_reason=reason),
             system=system,

@@ -3,8 +3,13 @@
 GPU: warm-up; before every rep the L2 is flushed (a memset of a buffer larger than the
 L2) and per-rep resets run, all outside the timed region; CUDA events bracket each
 launch; reps continue until the relative standard error of the mean is <= 1% (at least
-10 reps) or a time cap is reached. The flush also hides the host's launch overhead:
-while the GPU clears the buffer, the host has already queued the kernel.
+10 reps) or a time cap is reached.
+
+Host launch overhead must stay out of the events: a Numba or Triton launch can take
+longer on the host than a small kernel takes on the GPU, and the start event would then
+fire while the GPU waits for the kernel to be queued. So after the flush a one-thread
+kernel spins on the GPU's global timer for about twice the measured host launch time,
+keeping the stream busy until the learner's kernel is queued behind the start event.
 """
 
 from __future__ import annotations
@@ -78,6 +83,27 @@ def _flusher() -> _Flusher:
     return _FLUSHER
 
 
+_DELAY_SRC = r"""
+extern "C" __global__ void kplay_delay(unsigned long long ns) {
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
+}
+"""
+_DELAY_FN = None
+
+
+def _delay(ns: int) -> None:
+    global _DELAY_FN
+    import cupy
+
+    if _DELAY_FN is None:
+        _DELAY_FN = cupy.RawKernel(_DELAY_SRC, "kplay_delay")
+    _DELAY_FN((1,), (1,), (np.uint64(ns),))
+
+
 def gpu_clocks() -> ClockReading | None:
     """SM and memory clocks, temperature and power of the current device through NVML."""
     try:
@@ -106,11 +132,16 @@ def time_gpu(
 ) -> TimingStage:
     import cupy
 
-    for _ in range(warmup):
+    host_us: list[float] = []
+    for _ in range(max(warmup, 3)):
         if before_rep:
             before_rep()
+        t0 = time.perf_counter()
         launch()
-    cupy.cuda.Device().synchronize()
+        host_us.append((time.perf_counter() - t0) * 1e6)
+        cupy.cuda.Device().synchronize()
+    # Twice the slowest host enqueue seen after the first (compiling) launch, at least 20 µs.
+    delay_ns = int(min(5e6, max(20e3, 2e3 * max(host_us[1:]))))
     clocks_before = gpu_clocks()
     flusher = _flusher() if flush_l2 else None
     samples: list[float] = []
@@ -122,6 +153,7 @@ def time_gpu(
                 flusher.flush()
             if before_rep:
                 before_rep()
+            _delay(delay_ns)
             start.record()
             launch()
             end.record()
