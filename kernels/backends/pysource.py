@@ -184,6 +184,36 @@ def line_in_text(text: str, path: Path) -> int | None:
     return min(found)[1] if found else None
 
 
+def line_from_compiler_frames(exc: BaseException, path: Path) -> int | None:
+    """The learner's line that a compiler was working on when it raised.
+
+    Some of Numba CUDA's errors lose their location on the way up (the exception's
+    `loc` is reset, or an error class the pipeline does not annotate escapes it). The
+    traceback still holds the compiler's frames, whose locals include the IR statement
+    or typing constraint being handled; the innermost one in the learner's file wins.
+    """
+    target = str(path)
+    for link in exception_chain(exc):
+        frames = []
+        tb = link.__traceback__
+        while tb is not None:
+            frames.append(tb.tb_frame)
+            tb = tb.tb_next
+        for frame in reversed(frames):
+            for value in list(frame.f_locals.values()):
+                if not type(value).__module__.startswith("numba"):
+                    continue  # never touch attributes of the learner's own objects
+                loc: Any = value if _is_loc(value) else getattr(value, "loc", None)
+                if _is_loc(loc) and str(loc.filename) == target and loc.line:
+                    return int(loc.line)
+    return None
+
+
+def _is_loc(value: Any) -> bool:
+    """A Numba IR location (numba.core.ir.Loc or numba-cuda's copy of it)."""
+    return all(hasattr(value, a) for a in ("filename", "line", "col", "strformat"))
+
+
 def learner_traceback(exc: BaseException, path: Path) -> str:
     """The traceback text, cut down to the learner's frames where it passes through them."""
     te = traceback.TracebackException.from_exception(exc)
@@ -311,9 +341,11 @@ def numba_error(
     stopped, is the fallback (for a call into a faulty helper it is the call).
     """
     line = line_in_text(str(exc), path)
-    loc = getattr(exc, "loc", None)  # where typing stopped: a call site, for nested errors
-    if line is None and loc is not None and str(getattr(loc, "filename", "")) == str(path):
-        line = getattr(loc, "line", None)
+    loc: Any = getattr(exc, "loc", None)  # where typing stopped: the call, for nested errors
+    if line is None and _is_loc(loc) and str(loc.filename) == str(path):
+        line = loc.line
+    if line is None:
+        line = line_from_compiler_frames(exc, path)
     kept = [
         ln
         for ln in _ANSI.sub("", str(exc)).splitlines()

@@ -223,6 +223,25 @@ def test_numba_cpu_error_in_a_helper_points_into_the_helper(tmp_path: Path) -> N
     assert error.stage.diagnostics[0].line == source.count("\n")
 
 
+def test_lost_numba_location_is_found_in_compiler_frames(tmp_path: Path) -> None:
+    """Numba CUDA can drop an error's location; the compiler's frames still hold it."""
+    from numba.core import ir
+    from numba.core.errors import NumbaError
+
+    from kernels.backends.pysource import numba_error
+
+    path = tmp_path / "kplay_src.py"
+
+    def typing_step() -> None:
+        statement_loc = ir.Loc(str(path), 8)  # what a typing frame holds  # noqa: F841
+        raise NumbaError("NameError: name 'scale' is not defined")
+
+    with pytest.raises(NumbaError) as info:
+        typing_step()
+    error = numba_error(info.value, path, None)
+    assert error.stage.diagnostics[0].line == 8
+
+
 def test_numba_cpu_refuses_a_cuda_kernel(tmp_path: Path) -> None:
     stage, kernel = backend_for("numba-cpu").compile(VECTOR_ADD["numba-cuda"], "add", tmp_path)
     assert kernel is None
