@@ -11,6 +11,12 @@ import os
 
 import pytest
 
+from kernels.device import prepare_cpu_fallbacks
+
+# Numba's simulator and Triton's interpreter must be switched on before any test module
+# imports numba.cuda or triton.
+prepare_cpu_fallbacks()
+
 REQUIRED_MARKERS = {"redis", "postgres", "browser"}
 
 
