@@ -254,7 +254,7 @@ class CeleryExecutor(Executor):
             reply = reader.r.xreadgroup(
                 GROUP, self.consumer, {reader.keys.stream: start}, count=100
             )
-            entries = reply[0][1] if reply else []  # type: ignore[index]
+            entries = reply[0][1] if reply else []
             if not entries:
                 return
             self._handle(reader, entries)
@@ -272,7 +272,7 @@ class CeleryExecutor(Executor):
                 start_id=start,
                 count=100,
             )
-            start, entries = reply[0], reply[1]  # type: ignore[index]
+            start, entries = reply[0], reply[1]
             self._handle(reader, entries)
             if start in ("0-0", b"0-0"):
                 return
@@ -281,7 +281,7 @@ class CeleryExecutor(Executor):
         reply = reader.r.xreadgroup(
             GROUP, self.consumer, {reader.keys.stream: ">"}, count=100, block=1000
         )
-        for _, entries in reply or []:  # type: ignore[union-attr]
+        for _, entries in reply or []:
             self._handle(reader, entries)
 
     def _handle(self, reader: JobStore, entries: list[Any]) -> None:

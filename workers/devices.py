@@ -279,14 +279,21 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+_nvml_ready: bool | None = None
+
+
 def gpu_clocks(index: int) -> dict[str, Any]:
-    """SM/memory clocks, temperature and power of GPU `index` through NVML; {} if unknown."""
+    """SM/memory clocks, temperature and power of GPU `index` through NVML; {} if unknown.
+
+    NVML counts devices as nvidia-smi does, whatever CUDA_VISIBLE_DEVICES says.
+    """
+    global _nvml_ready
     try:
         import pynvml
-    except ImportError:
-        return {}
-    try:
-        pynvml.nvmlInit()
+
+        if _nvml_ready is None:
+            pynvml.nvmlInit()
+            _nvml_ready = True
         h = pynvml.nvmlDeviceGetHandleByIndex(index)
         return {
             "clocks": {
@@ -297,6 +304,7 @@ def gpu_clocks(index: int) -> dict[str, Any]:
             }
         }
     except Exception:  # noqa: BLE001 - NVML is optional and varies by driver
+        _nvml_ready = _nvml_ready or False
         return {}
 
 

@@ -137,13 +137,13 @@ class Heartbeat:
 def live_workers(store: JobStore) -> list[dict[str, Any]]:
     """Every worker whose heartbeat has not expired, oldest first, with `age_s`."""
     keys = store.keys
-    ids = sorted(store.r.smembers(keys.workers))  # type: ignore[arg-type]
+    ids = sorted(store.r.smembers(keys.workers))
     if not ids:
         return []
     raws = store.r.mget([keys.worker(i) for i in ids])
     now = time.time()
     workers, gone = [], []
-    for worker_id, raw in zip(ids, raws, strict=True):  # type: ignore[arg-type]
+    for worker_id, raw in zip(ids, raws, strict=True):
         if raw is None:
             gone.append(worker_id)
             continue
@@ -161,7 +161,7 @@ def workers_for(queue: str, workers: Iterable[dict[str, Any]]) -> list[dict[str,
 
 def queue_depth(store: JobStore, celery_prefix: str, queue: str) -> int:
     """Messages waiting in Celery's list for `queue` (not counting those being run)."""
-    return int(store.r.llen(celery_prefix + queue))  # type: ignore[arg-type]
+    return int(store.r.llen(celery_prefix + queue))
 
 
 def mean_job_s(store: JobStore, queue: str) -> float | None:

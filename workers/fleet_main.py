@@ -47,25 +47,47 @@ def plan_from_args(
     cpu_name: str = "CPU",
 ) -> list[WorkerSpec]:
     """The workers `kplay worker [--cpu-only] [--gpus ...] [--queues ...]` should run."""
+    gpus: list[GpuDevice]
     if getattr(args, "cpu_only", False):
         gpus, include_cpu = [], True
     else:
         gpus, include_cpu = select_gpus(detect(), getattr(args, "gpus", None))
     queues = getattr(args, "queues", None)
     only = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
-    return plan_workers(gpus, include_cpu=include_cpu, host=host, only_queues=only,
-                        cpu_name=cpu_name, cuda_version=cuda_driver_version() if gpus else None)
+    return plan_workers(
+        gpus,
+        include_cpu=include_cpu,
+        host=host,
+        only_queues=only,
+        cpu_name=cpu_name,
+        cuda_version=cuda_driver_version() if gpus else None,
+    )
 
 
 def build_command(spec: WorkerSpec, loglevel: str = "INFO") -> list[str]:
     return [
-        sys.executable, "-m", "celery", "-A", "workers.celery_app:app", "worker",
-        "--hostname", spec.name,
-        "--queues", ",".join(spec.queues),
-        "--pool", "prefork", "--concurrency", "1", "--prefetch-multiplier", "1",
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "workers.celery_app:app",
+        "worker",
+        "--hostname",
+        spec.name,
+        "--queues",
+        ",".join(spec.queues),
+        "--pool",
+        "prefork",
+        "--concurrency",
+        "1",
+        "--prefetch-multiplier",
+        "1",
         # No gossip, mingle or event heartbeats: the fleet registry replaces them.
-        "--without-gossip", "--without-mingle", "--without-heartbeat",
-        "--loglevel", loglevel,
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+        "--loglevel",
+        loglevel,
     ]
 
 
@@ -105,11 +127,18 @@ def calibrate_missing(specs: list[WorkerSpec], env: dict[str, str]) -> None:
         log.info("calibrating %s (once; cached in %s)", device, env["KPLAY_CACHE_DIR"])
         proc = subprocess.run(
             [sys.executable, "-m", "workers.devices", "calibrate", spec.kind],
-            env={**env, **spec.env}, capture_output=True, text=True, timeout=600, check=False,
+            env={**env, **spec.env},
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
         )
         if proc.returncode != 0:
-            log.warning("calibration of %s failed; datasheet figures will be used:\n%s",
-                        device, proc.stderr[-2000:])
+            log.warning(
+                "calibration of %s failed; datasheet figures will be used:\n%s",
+                device,
+                proc.stderr[-2000:],
+            )
 
 
 # ---------------------------------------------------------------- supervision
@@ -127,8 +156,9 @@ class _Slot:
 class Supervisor:
     """Starts one process per spec and restarts those that exit, with backoff."""
 
-    def __init__(self, specs: list[WorkerSpec], env: dict[str, str],
-                 loglevel: str = "INFO") -> None:
+    def __init__(
+        self, specs: list[WorkerSpec], env: dict[str, str], loglevel: str = "INFO"
+    ) -> None:
         self.slots = [_Slot(s) for s in specs]
         self.env = env
         self.loglevel = loglevel
@@ -153,8 +183,12 @@ class Supervisor:
                 # A worker that ran for a while and then died is not a crash loop.
                 slot.failures = 1 if now - slot.started > 60 else slot.failures + 1
                 delay = min(30.0, 0.5 * 2 ** (slot.failures - 1))
-                log.warning("worker %s exited with status %s; restarting in %.1f s",
-                            slot.spec.name, code, delay)
+                log.warning(
+                    "worker %s exited with status %s; restarting in %.1f s",
+                    slot.spec.name,
+                    code,
+                    delay,
+                )
                 slot.proc, slot.restart_at = None, now + delay
             if slot.proc is None and now >= slot.restart_at:
                 self._start(slot)
@@ -189,8 +223,10 @@ def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     config = WorkerConfig()
     if not config.broker_url:
-        print("kplay worker: set KPLAY_BROKER_URL to the Redis URL, e.g. "
-              "redis://localhost:6379/0", file=sys.stderr)
+        print(
+            "kplay worker: set KPLAY_BROKER_URL to the Redis URL, e.g. redis://localhost:6379/0",
+            file=sys.stderr,
+        )
         return 2
     from kernels.sysinfo import cpu_name
 
@@ -200,11 +236,16 @@ def main(args: argparse.Namespace) -> int:
         print(f"kplay worker: {exc}", file=sys.stderr)
         return 2
     if not specs:
-        print("kplay worker: nothing to run with these options", file=sys.stderr)
+        print(
+            "kplay worker: nothing to run: no GPU was found on this host (nvidia-smi, NVML "
+            "and the CUDA driver report none) and no CPU worker was asked for",
+            file=sys.stderr,
+        )
         return 2
     for spec in specs:
-        log.info("planned %s: %s, queues %s", spec.name, spec.info.get("device"),
-                 ",".join(spec.queues))
+        log.info(
+            "planned %s: %s, queues %s", spec.name, spec.info.get("device"), ",".join(spec.queues)
+        )
     env = base_env()
     calibrate_missing(specs, env)
     return Supervisor(specs, env).run()

@@ -126,7 +126,8 @@ class JobStore:
         ticket_ttl_s: int = 86400,
         result_ttl_s: int = 7 * 86400,
     ) -> None:
-        self.r = client
+        # Any: redis-py's annotations ignore decode_responses (every reply here is str).
+        self.r: Any = client
         self.keys = Keys(prefix)
         self.ticket_ttl_s = ticket_ttl_s
         self.result_ttl_s = result_ttl_s
@@ -165,7 +166,7 @@ class JobStore:
 
     def ticket(self, job_id: str) -> dict[str, str] | None:
         data = self.r.hgetall(self.keys.ticket(job_id))
-        return data or None  # type: ignore[return-value]
+        return data or None
 
     def position(self, job_id: str) -> int | None:
         ticket = self.ticket(job_id)
@@ -174,7 +175,7 @@ class JobStore:
         if ticket.get("state") == "running":
             return 0
         rank = self.r.zrank(self.keys.queued(ticket.get("queue", "")), job_id)
-        return None if rank is None else int(rank) + 1  # type: ignore[arg-type]
+        return None if rank is None else int(rank) + 1
 
     def requeue(self, job_id: str, queue: str) -> None:
         """A job whose worker vanished goes back to the front of its queue."""
@@ -186,7 +187,7 @@ class JobStore:
         pipe.execute()
 
     def running_jobs(self) -> dict[str, dict[str, str]]:
-        ids = list(self.r.smembers(self.keys.running))  # type: ignore[arg-type]
+        ids = list(self.r.smembers(self.keys.running))
         pipe = self.r.pipeline()
         for job_id in ids:
             pipe.hgetall(self.keys.ticket(job_id))
@@ -199,7 +200,7 @@ class JobStore:
         return out
 
     def queued_ids(self, queue: str) -> list[str]:
-        return list(self.r.zrange(self.keys.queued(queue), 0, -1))  # type: ignore[arg-type]
+        return list(self.r.zrange(self.keys.queued(queue), 0, -1))
 
     def prune_queued(self, queue: str) -> int:
         """Drop queue-order entries whose ticket is gone; returns how many."""
@@ -212,7 +213,7 @@ class JobStore:
         raw = self.r.get(self.keys.result(job_id))
         if raw is None:
             return None
-        envelope = json.loads(raw)  # type: ignore[arg-type]
+        envelope = json.loads(raw)
         return Finished(
             RunResult.model_validate(envelope["result"]),
             envelope.get("worker"),
@@ -221,7 +222,7 @@ class JobStore:
 
     def recent_durations(self, queue: str) -> list[float]:
         raw = self.r.lrange(self.keys.durations(queue), 0, -1)
-        return [float(x) for x in raw]  # type: ignore[union-attr]
+        return [float(x) for x in raw]
 
     # ------------------------------------------------------------ worker side
 

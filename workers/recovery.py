@@ -93,8 +93,9 @@ class Janitor:
         else:
             self._restore(tag)
             self.store.requeue(job_id, queue)
-            log.warning("job %s: its worker %s vanished; queued again", job_id,
-                        ticket.get("worker"))
+            log.warning(
+                "job %s: its worker %s vanished; queued again", job_id, ticket.get("worker")
+            )
 
     def prune(self) -> None:
         """Forget queue-order entries of jobs that no longer exist."""
@@ -113,7 +114,7 @@ class Janitor:
 
     def _unacked_tag(self, job_id: str) -> str | None:
         """The delivery tag under which the job's message waits for an ack, if it does."""
-        for tag, raw in self.store.r.hgetall(self._unacked).items():  # type: ignore[union-attr]
+        for tag, raw in self.store.r.hgetall(self._unacked).items():
             try:
                 message = json.loads(raw)[0]
             except (ValueError, IndexError, TypeError):
@@ -125,7 +126,7 @@ class Janitor:
     def _waiting_in(self, queue: str, job_id: str) -> bool:
         for raw in self.store.r.lrange(self.config.celery_key_prefix + queue, 0, -1):
             try:
-                if json.loads(raw).get("headers", {}).get("id") == job_id:  # type: ignore[arg-type]
+                if json.loads(raw).get("headers", {}).get("id") == job_id:
                     return True
             except (ValueError, AttributeError):
                 continue

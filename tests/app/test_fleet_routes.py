@@ -11,8 +11,8 @@ from app.main import create_app
 from app.settings import Settings
 from tests.workers.celery_support import (  # noqa: F401 - fixtures
     Deployment,
-    deployment,
-    redis_base,
+    deployment_fixture,
+    redis_base_fixture,
 )
 
 
@@ -59,8 +59,13 @@ def test_the_distributed_fleet_shows_workers_queues_and_waits(
     from workers.jobstore import JobStore, connect
 
     store = JobStore(connect(deployment.url), deployment.prefix)
-    info = {"id": "gpu0@rack1", "kind": "gpu", "device": "NVIDIA H200",
-            "compute_capability": "9.0", "queues": ["gpu.any", "gpu.sm90"]}
+    info = {
+        "id": "gpu0@rack1",
+        "kind": "gpu",
+        "device": "NVIDIA H200",
+        "compute_capability": "9.0",
+        "queues": ["gpu.any", "gpu.sm90"],
+    }
     Heartbeat(store, info).beat()
     for _ in range(3):
         store.r.lpush(deployment.config.celery_key_prefix + "gpu.sm90", "{}")

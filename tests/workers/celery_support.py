@@ -2,8 +2,10 @@
 
 `target` stands in for kernels.evaluate inside real workers
 ("tests.workers.celery_support:target"); the job's `source` picks the behaviour.
-Every test gets a fresh key prefix, and Celery's own keys sit under it too, so tests
-never see each other's queues even on a shared Redis.
+Test modules import the fixtures by their function names (`deployment_fixture`,
+`redis_base_fixture`) and use them by their fixture names. Every test gets a fresh key
+prefix, and Celery's own keys sit under it too, so tests never see each other's queues
+even on a shared Redis.
 """
 
 from __future__ import annotations
@@ -49,7 +51,10 @@ def target(job: RunJob, emit: Emit) -> RunResult:
         os._exit(1)
     emit(ProgressEvent(job_id=job.job_id, state=RunState.checking, detail="still pretending"))
     return RunResult(
-        job_id=job.job_id, problem=job.problem, backend=job.backend, state=RunState.done,
+        job_id=job.job_id,
+        problem=job.problem,
+        backend=job.backend,
+        state=RunState.done,
         message=f"devices={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}",
     )
 
@@ -90,9 +95,21 @@ class RedisServer:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            [self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.workdir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                self.exe,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         wait_for(lambda: _answers(self.port), 10, "redis-server did not start")
 
@@ -103,8 +120,8 @@ class RedisServer:
             self.proc = None
 
 
-@pytest.fixture(scope="session")
-def redis_base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@pytest.fixture(scope="session", name="redis_base")
+def redis_base_fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """redis://host:port of the shared Redis, or of a private one when none answers."""
     if _answers(6379):
         yield "redis://127.0.0.1:6379"
@@ -173,8 +190,9 @@ class Deployment:
             "KPLAY_NO_AUTO_CALIBRATE": "1",
             "KPLAY_CACHE_DIR": str(logs / "cache"),
         }
-        self.config = WorkerConfig(broker_url=url, key_prefix=self.prefix, heartbeat_ttl_s=2.5,
-                                   user_run_cap=0)
+        self.config = WorkerConfig(
+            broker_url=url, key_prefix=self.prefix, heartbeat_ttl_s=2.5, user_run_cap=0
+        )
 
     def executor(self, sink: RecordingSink | None = None, **kwargs: Any) -> Any:
         from workers.celery_executor import CeleryExecutor
@@ -185,22 +203,32 @@ class Deployment:
         self.executors.append(ex)
         return ex
 
-    def start_worker(self, name: str, queues: tuple[str, ...] = ("cpu",),
-                     env: dict[str, str] | None = None, wait: bool = True,
-                     ) -> subprocess.Popen[bytes]:
+    def start_worker(
+        self,
+        name: str,
+        queues: tuple[str, ...] = ("cpu",),
+        env: dict[str, str] | None = None,
+        wait: bool = True,
+    ) -> subprocess.Popen[bytes]:
         from workers.devices import WorkerSpec
         from workers.fleet_main import build_command, build_env
 
         info = {"id": name, "kind": "cpu", "device": "test device", "queues": list(queues)}
         spec = WorkerSpec(name, "cpu", queues, env or {"CUDA_VISIBLE_DEVICES": ""}, info)
-        return self.spawn(build_command(spec, "WARNING"), build_env(spec, self.env), name,
-                          wait_for_id=name if wait else None)
+        return self.spawn(
+            build_command(spec, "WARNING"),
+            build_env(spec, self.env),
+            name,
+            wait_for_id=name if wait else None,
+        )
 
-    def spawn(self, argv: list[str], env: dict[str, str], log_name: str,
-              wait_for_id: str | None = None) -> subprocess.Popen[bytes]:
+    def spawn(
+        self, argv: list[str], env: dict[str, str], log_name: str, wait_for_id: str | None = None
+    ) -> subprocess.Popen[bytes]:
         log = open(self.logs / f"{log_name.replace('@', '_')}.log", "ab")  # noqa: SIM115
-        proc = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=log, stderr=log,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv, env=env, cwd=ROOT, stdout=log, stderr=log, start_new_session=True
+        )
         log.close()
         self.workers.append(proc)
         if wait_for_id is not None:
@@ -216,7 +244,8 @@ class Deployment:
     def wait_worker(self, worker_id: str, timeout_s: float = 60.0) -> dict[str, Any]:
         return wait_for(
             lambda: next((w for w in self.live() if w["id"] == worker_id), None),
-            timeout_s, f"worker {worker_id} to announce itself",
+            timeout_s,
+            f"worker {worker_id} to announce itself",
         )
 
     @staticmethod
@@ -253,8 +282,8 @@ class Deployment:
             pass
 
 
-@pytest.fixture
-def deployment(redis_base: str, tmp_path: Path) -> Iterator[Deployment]:
+@pytest.fixture(name="deployment")
+def deployment_fixture(redis_base: str, tmp_path: Path) -> Iterator[Deployment]:
     dep = Deployment(f"{redis_base}/0", tmp_path)
     yield dep
     dep.close()

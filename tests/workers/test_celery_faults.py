@@ -11,9 +11,9 @@ from tests.workers.celery_support import (  # noqa: F401 - fixtures
     Deployment,
     RecordingSink,
     RedisServer,
-    deployment,
+    deployment_fixture,
     job,
-    redis_base,
+    redis_base_fixture,
     wait_for,
 )
 from workers.executor import SubmitRefused

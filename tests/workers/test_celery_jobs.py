@@ -14,9 +14,9 @@ from tests.workers.celery_support import (  # noqa: F401 - fixtures
     ROOT,
     Deployment,
     RecordingSink,
-    deployment,
+    deployment_fixture,
     job,
-    redis_base,
+    redis_base_fixture,
     wait_for,
 )
 from workers.executor import SubmitRefused
@@ -46,8 +46,9 @@ def test_a_job_runs_and_its_events_and_verdict_reach_the_sink(deployment: Deploy
 def test_a_real_kernel_runs_through_kplay_worker(deployment: Deployment) -> None:
     env = {**deployment.env}
     del env["KPLAY_EVAL_TARGET"]  # the real engine
-    proc = deployment.spawn([sys.executable, "-m", "app.cli", "worker", "--cpu-only"], env,
-                            "kplay-worker")
+    proc = deployment.spawn(
+        [sys.executable, "-m", "app.cli", "worker", "--cpu-only"], env, "kplay-worker"
+    )
     worker = wait_for(lambda: next(iter(deployment.live()), None), 60, "kplay worker to start")
     assert worker["queues"] == ["cpu"] and worker["kind"] == "cpu"
     sink = RecordingSink()
@@ -63,7 +64,8 @@ def test_a_real_kernel_runs_through_kplay_worker(deployment: Deployment) -> None
     first_pid = worker["pid"]
     os.killpg(os.getpgid(first_pid), signal.SIGKILL)
     again = wait_for(
-        lambda: next((w for w in deployment.live() if w["pid"] != first_pid), None), 60,
+        lambda: next((w for w in deployment.live() if w["pid"] != first_pid), None),
+        60,
         "a replacement worker process",
     )
     assert again["id"] == worker["id"]
@@ -77,8 +79,11 @@ def test_each_worker_gets_only_the_jobs_of_its_queues(deployment: Deployment) ->
     sink = RecordingSink()
     ex = deployment.executor(sink)
     cpu_jobs = [job("ok") for _ in range(3)]
-    gpu_jobs = [job("ok", backend="triton"), job("ok", backend="cuda", requires="sm90"),
-                job("ok", backend="numba-cuda", device="NVIDIA H200")]
+    gpu_jobs = [
+        job("ok", backend="triton"),
+        job("ok", backend="cuda", requires="sm90"),
+        job("ok", backend="numba-cuda", device="NVIDIA H200"),
+    ]
     for j in cpu_jobs + gpu_jobs:
         ex.submit(j)
     for j in cpu_jobs + gpu_jobs:
@@ -108,7 +113,7 @@ def test_the_per_user_cap_holds_even_under_concurrent_submits(deployment: Deploy
     from workers.celery_executor import CeleryExecutor
 
     sink = RecordingSink()
-    ex = deployment.executor(sink)
+    deployment.executor(sink)  # consumes the verdicts
     capped = CeleryExecutor(deployment.url, config=deployment.config, user_run_cap=2)
     deployment.executors.append(capped)
 

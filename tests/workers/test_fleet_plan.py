@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 import pytest
 
@@ -23,8 +24,10 @@ from workers.executor import SubmitRefused
 from workers.fleet import wait_estimate_s
 from workers.fleet_main import build_command, build_env, plan_from_args
 
-H200 = [GpuDevice(0, "NVIDIA H200", "GPU-aaa", "9.0", "580.1", 143771),
-        GpuDevice(1, "NVIDIA H200", "GPU-bbb", "9.0", "580.1", 143771)]
+H200 = [
+    GpuDevice(0, "NVIDIA H200", "GPU-aaa", "9.0", "580.1", 143771),
+    GpuDevice(1, "NVIDIA H200", "GPU-bbb", "9.0", "580.1", 143771),
+]
 
 
 def test_two_gpus_give_two_pinned_workers_and_a_cpu_worker() -> None:
@@ -49,7 +52,8 @@ def test_a_single_gpu_host_needs_no_multicast_switches() -> None:
 def test_queues_can_be_narrowed_but_not_invented() -> None:
     specs = plan_workers(H200, include_cpu=True, host="h", only_queues=["gpu.sm90"])
     assert [(s.name, s.queues) for s in specs] == [
-        ("gpu0@h", ("gpu.sm90",)), ("gpu1@h", ("gpu.sm90",))
+        ("gpu0@h", ("gpu.sm90",)),
+        ("gpu1@h", ("gpu.sm90",)),
     ]
     assert specs[0].info["queues"] == ["gpu.sm90"]
     with pytest.raises(ValueError, match="gpu.sm80"):
@@ -93,8 +97,12 @@ def test_worker_processes_are_single_job_prefork_workers() -> None:
 def test_nvidia_smi_rows_are_parsed() -> None:
     text = "0, NVIDIA H200, GPU-1, 9.0, 580.65, 143771\n1, Tesla T4, [N/A], 7.5, 580.65, [N/A]\n"
     a, b = parse_nvidia_smi(text)
-    assert (a.index, a.name, a.compute_capability, a.memory_mib) == (0, "NVIDIA H200", "9.0",
-                                                                      143771)
+    assert (a.index, a.name, a.compute_capability, a.memory_mib) == (
+        0,
+        "NVIDIA H200",
+        "9.0",
+        143771,
+    )
     assert b.uuid is None and b.memory_mib is None
     assert parse_nvidia_smi("No devices were found\n") == []
 
@@ -116,7 +124,7 @@ def test_names_of_devices_and_capabilities() -> None:
         ("cuda", {"device": "h200", "requires": "sm90"}, "gpu.h200"),
     ],
 )
-def test_routing(backend: str, extra: dict[str, str], queue: str) -> None:
+def test_routing(backend: str, extra: dict[str, Any], queue: str) -> None:
     job = RunJob(problem="p", backend=backend, source="s", **extra)
     assert route(job) == queue
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from kernels.models import RunResult, RunState
-from tests.workers.celery_support import job, redis_base, wait_for  # noqa: F401 - fixture
+from tests.workers.celery_support import job, redis_base_fixture, wait_for  # noqa: F401
 from workers.fleet import Heartbeat, live_workers, snapshot
 from workers.jobstore import JobStore, connect
 
@@ -29,8 +29,7 @@ def store(redis_base: str) -> Iterator[JobStore]:
 
 def _beat(store: JobStore, worker_id: str, **kw: float) -> Heartbeat:
     info = {"id": worker_id, "kind": "gpu", "device": "NVIDIA H200", "queues": ["gpu.any"]}
-    return Heartbeat(store, info, interval_s=kw.get("interval_s", 0.2),
-                     ttl_s=kw.get("ttl_s", 1.0))
+    return Heartbeat(store, info, interval_s=kw.get("interval_s", 0.2), ttl_s=kw.get("ttl_s", 1.0))
 
 
 def test_a_heartbeat_announces_state_and_current_job(store: JobStore) -> None:
@@ -70,8 +69,9 @@ def test_a_beat_rebuilds_the_ticket_of_a_running_job_after_redis_lost_it(
     ticket = store.ticket(running.job_id)
     assert ticket is not None and ticket["state"] == "running" and ticket["user"] == "ann"
     # Once the verdict is out no beat brings the ticket back.
-    result = RunResult(job_id=running.job_id, problem="vector_add", backend="triton",
-                       state=RunState.done)
+    result = RunResult(
+        job_id=running.job_id, problem="vector_add", backend="triton", state=RunState.done
+    )
     assert store.finish(result, user="ann", queue="gpu.any", worker="gpu0@h")
     hb.end()
     hb.beat()
@@ -81,8 +81,9 @@ def test_a_beat_rebuilds_the_ticket_of_a_running_job_after_redis_lost_it(
 def test_the_first_verdict_wins(store: JobStore) -> None:
     j = job("x")
     store.admit(j, "cpu", cap=0)
-    first = RunResult(job_id=j.job_id, problem="vector_add", backend="numba-cpu",
-                      state=RunState.done)
+    first = RunResult(
+        job_id=j.job_id, problem="vector_add", backend="numba-cpu", state=RunState.done
+    )
     late = first.model_copy(update={"state": RunState.runtime_error})
     assert store.finish(first, user="anonymous", queue="cpu", worker="a", duration_s=1.5)
     assert not store.finish(late, user="anonymous", queue="cpu", worker="b")
@@ -115,8 +116,34 @@ def test_the_snapshot_counts_waiting_messages_and_estimates_the_wait(store: JobS
         store.r.lpush(store.keys.durations("gpu.any"), seconds)
     snap = snapshot(store, celery_prefix, ["cpu"])
     queues = {q["name"]: q for q in snap["queues"]}
-    assert queues["gpu.any"] == {"name": "gpu.any", "depth": 4, "workers": 2, "busy": 0,
-                                 "mean_job_s": 2.0, "wait_estimate_s": 4.0}
+    assert queues["gpu.any"] == {
+        "name": "gpu.any",
+        "depth": 4,
+        "workers": 2,
+        "busy": 0,
+        "mean_job_s": 2.0,
+        "wait_estimate_s": 4.0,
+    }
     assert queues["cpu"]["workers"] == 0 and queues["cpu"]["wait_estimate_s"] is None
     assert [w["id"] for w in snap["workers"]] == ["gpu0@h", "gpu1@h"]
     assert snap["generated_at"] <= time.time()
+
+
+def test_a_verdict_keeps_nan_through_redis(store: JobStore) -> None:
+    # An element a kernel never wrote keeps its NaN poison; the verdict must say so.
+    from kernels.models import CaseCheck, CheckStage
+
+    j = job("x")
+    case = CaseCheck(name="n=1", params={"n": 1}, ok=False, got=float("nan"), expected=2.0)
+    result = RunResult(
+        job_id=j.job_id,
+        problem="vector_add",
+        backend="numba-cpu",
+        state=RunState.wrong,
+        check=CheckStage(ok=False, cases=[case]),
+    )
+    assert store.finish(result, user="anonymous", queue="cpu", worker="a")
+    stored = store.finished(j.job_id)
+    assert stored is not None and stored.result.check is not None
+    got = stored.result.check.cases[0].got
+    assert got is not None and got != got  # NaN
