@@ -124,6 +124,12 @@ def child_env(
     env["PYTHONPATH"] = _python_path(source)
     for name, sub in CACHE_VARIABLES.items():
         env[name] = str(cache_dir / sub)
+    # Calibrated ceilings and compiled-kernel caches live in the user's cache folder,
+    # which the child's private HOME would otherwise hide.
+    if "KPLAY_CACHE_DIR" not in env:
+        from kernels.roofline import cache_dir as engine_cache_dir
+
+        env["KPLAY_CACHE_DIR"] = str(engine_cache_dir())
     env.update(limits.set_env)
     return env
 
