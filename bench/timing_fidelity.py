@@ -177,6 +177,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--target")
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--no-spread", action="store_true", help="skip the 5-evaluation spread")
     args = parser.parse_args()
     if args.target:
         run_target(args.target, args.reps)
@@ -203,6 +204,8 @@ def main() -> None:
             f"| {name} | {ours.median_us:.1f} | {ours.iqr_us:.1f} | {ours.reps} | {theirs:.1f} | "
             f"{ours.median_us / theirs:.3f} | {ncu_s} | {ratio_ncu} |"
         )
+    if args.no_spread:
+        return
     medians = spread_of_project()
     lo, hi, mid = min(medians), max(medians), statistics.median(medians)
     print(
