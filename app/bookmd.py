@@ -92,6 +92,10 @@ def parse_cell(
     token: Token, path: Path, chapter: str, problems: Mapping[str, ProblemSpec]
 ) -> CellSpec:
     start = (token.map[0] + 1) if token.map else 0
+    if token.level != 0:
+        # The page places cells between pieces of prose; a cell inside a list, quote or
+        # admonition would cut that block in two.
+        raise BookError(path, start, "a kernel-cell must stand on its own, not inside a block")
     fields = parse_pairs(token.content, path, start + 1, "kernel-cell")
     unknown = sorted(set(fields) - set(CELL_KEYS))
     if unknown:
@@ -154,7 +158,7 @@ def _render_fence(self: Any, tokens: list[Token], idx: int, options: Any, env: A
         return f"<!--kplay-cell:{env['cells'][idx].id}-->\n"
     lang = html.escape(info)
     body = highlight_code(token.content, info)
-    label = f'<span class="code-lang">{lang}</span>' if lang else ""
+    label = f'<span class="code-lang">{lang}</span>' if lang not in ("", "text", "console") else ""
     return (
         f'<div class="code-block" data-lang="{lang}">{label}<pre><code>{body}</code></pre></div>\n'
     )

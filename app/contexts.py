@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.book import CellSpec, Chapter, Part
+from app.services.apidocs import EndpointDoc
 from app.services.cards import RunCard
 from app.services.history import Attempt
 from app.services.problems import BackendOffer
@@ -61,6 +62,13 @@ class ChapterPage:
     previous: Chapter | None
     next: Chapter | None
     segments: list[str | CellView] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ApiDocsPage:
+    title: str
+    openapi_version: str
+    endpoints: list[EndpointDoc]
 
 
 @dataclass(frozen=True)

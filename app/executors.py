@@ -15,9 +15,7 @@ def make_executor(settings: Settings) -> Executor:
     if settings.broker_url:
         from workers.celery_executor import CeleryExecutor
 
-        return CeleryExecutor(
-            broker_url=settings.broker_url, job_timeout_s=settings.job_timeout_s
-        )
+        return CeleryExecutor(broker_url=settings.broker_url, job_timeout_s=settings.job_timeout_s)
     from workers.limits import Limits
     from workers.local import LocalExecutor
 

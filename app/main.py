@@ -20,6 +20,7 @@ from app.deps import Services
 from app.executors import make_executor
 from app.render import STATIC_DIR, error_page, make_templates
 from app.routers import api, fleet, pages, runs_html
+from app.services.reconcile import Reconciler, Reconciling
 from app.services.records import DatabaseSink, reconcile_interrupted
 from app.services.runs import RunService
 from app.settings import Settings
@@ -84,16 +85,27 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = Database(settings.database_url)
         upgrade(db.engine)
-        reconcile_interrupted(db)
         ex = executor if executor is not None else make_executor(settings)
+        # Runs on workers elsewhere are asked after; runs of a local pool died with it.
+        reconciler = (
+            Reconciler(db, ex, settings.reconcile_interval_s, settings.reconcile_quiet_s)
+            if isinstance(ex, Reconciling)
+            else None
+        )
+        if reconciler is None:
+            reconcile_interrupted(db)
         ex.start(DatabaseSink(db))
+        if reconciler is not None:
+            reconciler.start()
         services.db, services.executor = db, ex
         services.runs = RunService(db, ex, catalog, book, settings)
         try:
             yield
         finally:
+            if reconciler is not None:
+                reconciler.stop()
             ex.stop()
-            if not settings.broker_url:
+            if reconciler is None:
                 # In-process jobs died with the pool: say so now rather than at the next start.
                 reconcile_interrupted(db)
             db.dispose()
@@ -103,6 +115,9 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
         summary="Edit, check, time and place kernels on the roofline.",
         version="0.1.0",
         lifespan=lifespan,
+        # The stock pages load Swagger UI from a CDN; /docs is served by the pages router.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.services = services
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -12,6 +12,10 @@ from app.services.cards import parse_result
 from kernels.models import LaunchOverride
 
 
+class ErrorOut(BaseModel):
+    detail: str = Field(description="what was wrong, in one sentence")
+
+
 class RunCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -20,6 +24,16 @@ class RunCreate(BaseModel):
     source: str = Field(description="the kernel's source text")
     cell: str | None = Field(default=None, description="the book's kernel-cell id, if any")
     launch: LaunchOverride | None = Field(default=None, description="launch override formulas")
+    requires: str | None = Field(
+        default=None,
+        pattern=r"^sm\d{2,3}[a-z]?$",
+        description="distributed mode: a compute capability the run needs, e.g. sm90",
+    )
+    device: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}$",
+        description="distributed mode: a device model to run on, e.g. H200",
+    )
 
 
 class RunCreated(BaseModel):

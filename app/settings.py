@@ -37,5 +37,9 @@ class Settings(BaseSettings):
     # A non-final run that the executor no longer knows and that has had no news for this
     # long is declared lost, so that no card waits forever.
     stale_after_s: float = 600.0
+    # Distributed mode: how often unfinished runs are checked against the queue, and how
+    # long a run must have been quiet before it can be judged lost.
+    reconcile_interval_s: float = 30.0
+    reconcile_quiet_s: float = 15.0
     history_limit: int = 20
     log_level: str = "info"

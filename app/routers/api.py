@@ -7,11 +7,20 @@ from typing import Any
 from fastapi import APIRouter, HTTPException
 
 from app.deps import RunsDep, ServicesDep, UserDep
-from app.schemas import ProblemSummary, RunCreate, RunCreated, RunOut, RunSummary
+from app.schemas import ErrorOut, ProblemSummary, RunCreate, RunCreated, RunOut, RunSummary
 from app.services.problems import problem_summaries, public_problem
 from app.services.runs import RunInputError, RunNotFound, RunRequest
 
-router = APIRouter(prefix="/api/v1", tags=["api"])
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut, "description": text}
+    for code, text in (
+        (400, "malformed JSON"),
+        (404, "no such run, cell or problem"),
+        (413, "source larger than the limit"),
+        (422, "a field is missing or wrong; the message names it"),
+    )
+}
+router = APIRouter(prefix="/api/v1", tags=["api"], responses=ERRORS)
 
 
 def _input_error(exc: RunInputError) -> HTTPException:
@@ -26,6 +35,8 @@ def create_run(body: RunCreate, runs: RunsDep, user: UserDep) -> RunCreated:
         source=body.source,
         cell=body.cell,
         launch=body.launch,
+        requires=body.requires,
+        device=body.device,
     )
     try:
         run = runs.create(request, user)

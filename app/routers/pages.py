@@ -5,9 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
+from app.contexts import ApiDocsPage
 from app.deps import RunsDep, ServicesDep, UserDep
 from app.render import error_page, render
 from app.services import views
+from app.services.apidocs import reference
 
 router = APIRouter(include_in_schema=False)
 
@@ -26,6 +28,17 @@ def chapter(
     except KeyError:
         return error_page(request, services, 404, f"There is no chapter called {slug!r}.")
     return render(request, services, "chapter.html", page=page)
+
+
+@router.get("/docs", response_class=HTMLResponse)
+def api_docs(request: Request, services: ServicesDep) -> Response:
+    spec = request.app.openapi()
+    page = ApiDocsPage(
+        title="Kernel Playground API",
+        openapi_version=str(spec.get("openapi", "")),
+        endpoints=reference(spec),
+    )
+    return render(request, services, "api_docs.html", page=page)
 
 
 @router.get("/healthz")

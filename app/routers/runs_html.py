@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
 from app.deps import RunsDep, ServicesDep, UserDep
@@ -17,13 +17,26 @@ router = APIRouter(include_in_schema=False)
 FormText = Annotated[str, Form()]
 
 
+def from_our_page(request: Request) -> None:
+    """A run starts only from the playground's own script, which sends HX-Request.
+
+    A form on another web site cannot set that header, so it cannot make this server run
+    code on a reader's behalf (the JSON API is covered by its content type).
+    """
+    cross_site = request.headers.get("sec-fetch-site") == "cross-site"
+    if request.headers.get("hx-request") != "true" or cross_site:
+        raise HTTPException(status_code=403, detail="runs start from the playground's own pages")
+
+
 def _error_card(request: Request, services: ServicesDep, status: int, message: str) -> Response:
     return render(
         request, services, "fragments/input_error.html", status_code=status, message=message
     )
 
 
-@router.post("/cells/{cell_id}/runs", response_class=HTMLResponse)
+@router.post(
+    "/cells/{cell_id}/runs", response_class=HTMLResponse, dependencies=[Depends(from_our_page)]
+)
 def run_cell(
     cell_id: str,
     request: Request,

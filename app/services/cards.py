@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +32,7 @@ VERDICTS = {
 class Step:
     key: str
     label: str
-    status: str  # done | active | failed | todo
+    status: str  # done | active | failed | todo | skipped
 
 
 @dataclass(frozen=True)
@@ -145,9 +146,10 @@ def steps_for(state: str, result: RunResult | None) -> list[Step]:
         at = keys.index(state) if state in keys else 0
         status = ["done" if i < at else "active" if i == at else "todo" for i in range(len(keys))]
     elif state == "done":
-        status = ["done"] * len(keys)
-        if result is not None and result.timing is None:
-            status[-1] = "todo"
+        # Compile-only runs skip the check; simulated ones skip the timing.
+        checked = result is None or result.check is not None
+        timed = result is None or (result.timing is not None and result.timing.timed)
+        status = ["done", "done", "done" if checked else "skipped", "done" if timed else "skipped"]
     else:
         at = keys.index(_failed_step(result, state))
         status = ["done" if i < at else "failed" if i == at else "todo" for i in range(len(keys))]
@@ -179,7 +181,13 @@ def _compile(card: RunCard, result: RunResult) -> None:
 
 
 def _num(value: float | None) -> str:
-    return "—" if value is None else f"{value:.6g}"
+    if value is None:
+        return "—"
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
+    return f"{value:.6g}"
 
 
 def _check(card: RunCard, result: RunResult) -> None:
@@ -216,17 +224,41 @@ def _untimed_label(result: RunResult) -> str | None:
     if timing is not None and timing.timed:
         return None
     kind = result.system.kind if result.system else None
-    reason = timing.untimed_reason if timing else None
+    reason = (timing.untimed_reason if timing else None) or ""
     if kind == "simulator":
-        return f"Untimed (simulated){': ' + reason if reason else ''}"
-    if kind == "compile-only" or (result.check is None and result.compile and result.compile.ok):
-        return f"Compiled, not run{': ' + reason if reason else ''}"
-    return f"Untimed: {reason}" if reason else None
+        base = "Untimed (simulated)"
+    elif kind == "compile-only" or (result.check is None and result.compile and result.compile.ok):
+        base = "Compiled, not run"
+    elif reason:
+        base = "Untimed"
+    else:
+        return None
+    if not reason:
+        return base
+    if _norm(reason).startswith(_norm(base)):
+        return reason[0].upper() + reason[1:]
+    return f"{base}: {reason}"
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split()).strip(" .")
+
+
+def _says_nothing_new(message: str, *known: str | None) -> bool:
+    """True when `message` only repeats the verdict and the untimed note."""
+    rest = _norm(message)
+    for text in sorted((t for t in known if t), key=len, reverse=True):  # longest first
+        rest = rest.replace(_norm(text), "")
+    rest = rest.replace("untimed", "")
+    return not rest.strip(" .:;,()")
 
 
 def _timing(card: RunCard, result: RunResult) -> None:
     if result.state is RunState.done:
         card.untimed = _untimed_label(result)
+        reason = result.timing.untimed_reason if result.timing else None
+        if card.untimed and card.message and _says_nothing_new(card.message, card.verdict, reason):
+            card.message = None
     t = result.timing
     if t is None or not t.timed:
         return

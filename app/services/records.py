@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import math
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import select
 
@@ -15,6 +17,22 @@ log = logging.getLogger(__name__)
 
 INTERRUPTED = "interrupted: the server stopped before this run finished; run it again"
 NON_FINAL = tuple(s.value for s in RunState if s not in FINAL_STATES)
+
+
+def json_safe(value: Any) -> Any:
+    """JSON that every database and client accepts: NaN and infinities become strings.
+
+    A kernel that never writes an element leaves the NaN poison there, so "got: NaN" is
+    common and worth keeping; PostgreSQL's json type and strict JSON parsers reject the bare
+    token, while the result models read the strings back as floats.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [json_safe(v) for v in value]
+    return value
 
 
 def is_final(state: str) -> bool:
@@ -48,7 +66,7 @@ def record_result(db: Database, result: RunResult) -> None:
             return
         run.state = result.state.value
         run.detail = result.message
-        run.result = result.model_dump(mode="json")
+        run.result = json_safe(result.model_dump(mode="json"))
         run.finished_at = now
         run.started_at = run.started_at or now
         run.updated_at = now

@@ -41,6 +41,8 @@ class RunRequest:
     source: str
     cell: str | None = None
     launch: LaunchOverride | None = None
+    requires: str | None = None
+    device: str | None = None
 
 
 class RunService:
@@ -110,6 +112,8 @@ class RunService:
             cell=req.cell,
             launch=req.launch,
             user=user,
+            requires=req.requires,
+            device=req.device,
         )
         run = Run(
             id=job.job_id,

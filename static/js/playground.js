@@ -363,6 +363,18 @@
     }
   };
 
+  // The card itself is not a live region (it is replaced every half second while in flight);
+  // screen readers hear the verdict once, when it arrives.
+  Cell.prototype.announce = function (card) {
+    var node = this.el.querySelector("[data-announce]");
+    var verdict = card.querySelector(".verdict");
+    var first = card.querySelector(".run-headline .metric");
+    if (!node || !verdict) return;
+    var text = "Run finished: " + spoken(verdict);
+    if (first) text += ". " + spoken(first);
+    node.textContent = text;
+  };
+
   Cell.prototype.refreshHistory = function () {
     var slot = this.el.querySelector("[data-history-slot]");
     var box = slot.querySelector("[data-history-box]");
@@ -378,6 +390,13 @@
       })
       .catch(function () { /* the list is a convenience; the next run refreshes it */ });
   };
+
+  // Text as a screen reader says it: without the decorative (aria-hidden) parts.
+  function spoken(el) {
+    var copy = el.cloneNode(true);
+    copy.querySelectorAll("[aria-hidden='true']").forEach(function (n) { n.remove(); });
+    return copy.textContent.replace(/\s+/g, " ").trim();
+  }
 
   function cellById(id) {
     for (var i = 0; i < cells.length; i += 1) if (cells[i].id === id) return cells[i];
@@ -429,6 +448,7 @@
       document.dispatchEvent(new CustomEvent("kplay:diagnostics", { detail: diag }));
     }
     var cell = cellById(card.getAttribute("data-cell") || "");
+    if (cell && fresh) cell.announce(card);
     if (cell && fresh && !card.hasAttribute("data-input-error")) cell.refreshHistory();
   }
 

@@ -89,7 +89,19 @@ def test_openapi_documents_the_api(client: TestClient) -> None:
     ):
         assert path in schema["paths"]
     assert not any(p.startswith("/book") for p in schema["paths"])
-    assert client.get("/docs").status_code == 200
+    errors = schema["paths"]["/api/v1/runs"]["post"]["responses"]
+    assert errors["413"]["content"]["application/json"]["schema"]["$ref"].endswith("ErrorOut")
+
+
+def test_reference_page_lists_every_endpoint_without_a_cdn(client: TestClient) -> None:
+    page = client.get("/docs")
+    assert page.status_code == 200
+    schema = client.get("/openapi.json").json()
+    for path, ops in schema["paths"].items():
+        for method in ops:
+            assert f"{method.upper()}</span> <code>{path}</code>" in page.text
+    assert "cdn" not in page.text.lower() and "swagger" not in page.text.lower()
+    assert '<code>source</code> <span class="req">required</span>' in page.text
 
 
 @pytest.mark.parametrize(
@@ -109,6 +121,7 @@ def test_openapi_documents_the_api(client: TestClient) -> None:
         ({"launch": {"grid": "not a list"}}, 422, "launch.grid"),
         ({"launch": {"colour": "red"}}, 422, "launch.colour"),
         ({"mode": "fast"}, 422, "mode"),
+        ({"requires": "hopper"}, 422, "requires"),
     ],
 )
 def test_bad_input_is_refused_with_a_clear_message(
@@ -154,3 +167,9 @@ def test_refused_submit_ends_rejected(client: TestClient) -> None:
     run = client.get(created.json()["url"]).json()
     assert run["state"] == "rejected" and run["detail"] == "no worker serves cuda right now"
     assert run["result"]["message"] == "no worker serves cuda right now"
+
+
+def test_placement_reaches_the_job(client: TestClient, executor: FakeExecutor) -> None:
+    body = {**GOOD, "backend": "cuda", "requires": "sm90", "device": "H200"}
+    assert client.post("/api/v1/runs", json=body).status_code == 201
+    assert executor.jobs[0].requires == "sm90" and executor.jobs[0].device == "H200"

@@ -84,6 +84,7 @@ def test_chapter_segments_interleave_prose_and_cells(tmp_path: Path) -> None:
     assert cell.backends == ("numba-cpu", "cuda") and cell.title == "A test cell"
     assert cell.chapter == "test-chapter" and cell.line == 23
     prose = chapter.segments[0]
+    assert isinstance(prose, str)
     assert "<table>" in prose and "<em>prose</em>" in prose
     assert 'class="code-block"' in prose and "<span" in prose  # Pygments ran
     assert chapter.part == 2 and chapter.part_title == "Second part" and chapter.number == "3"
@@ -168,4 +169,14 @@ def test_rendering_is_cached_until_the_file_changes(tmp_path: Path) -> None:
     later = time.time() + 5
     os.utime(path, (later, later))
     changed = book.chapter("test-chapter")
-    assert changed is not first and "Changed text." in changed.segments[-1]
+    assert changed is not first and "Changed text." in str(changed.segments[-1])
+
+
+def test_a_cell_inside_a_block_is_refused(tmp_path: Path) -> None:
+    cell = CHAPTER[CHAPTER.index("```kernel-cell") : CHAPTER.index("After the cell.")]
+    indented = "".join(f"    {line}\n" for line in cell.strip().splitlines())
+    text = CHAPTER.replace(cell, f'!!! note "Try it"\n{indented}\n')
+    path = write(tmp_path, "03-test.md", text)
+    with pytest.raises(BookError, match="must stand on its own") as err:
+        Book(tmp_path, load_catalog()).chapters()
+    assert f"{path}:24" in str(err.value)

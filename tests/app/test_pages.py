@@ -98,7 +98,9 @@ def test_static_files_are_served(client: TestClient) -> None:
 
 def test_latest_run_of_a_cell_is_shown_on_reload(client: TestClient) -> None:
     client.post(
-        "/cells/ch01-vadd-cpu/runs", data={"backend": "numba-cpu", "source": "def f(): pass\n"}
+        "/cells/ch01-vadd-cpu/runs",
+        data={"backend": "numba-cpu", "source": "def f(): pass\n"},
+        headers={"HX-Request": "true"},
     )
     html = client.get("/book/first-kernel-cpu").text
     cell = html[html.index('id="cell-ch01-vadd-cpu"') : html.index('id="cell-ch01-saxpy-cpu"')]

@@ -16,7 +16,7 @@ from app.main import create_app
 from app.services.records import INTERRUPTED, DatabaseSink, reconcile_interrupted
 from app.settings import Settings
 from kernels.models import ProgressEvent, RunJob, RunState
-from tests.app.fakes import FakeExecutor, correct_result
+from tests.app.fakes import FakeExecutor, correct_result, wrong_result
 
 GOOD = {
     "problem": "vector_add",
@@ -172,3 +172,16 @@ def test_history_is_per_user(database_url: str) -> None:
         client.post("/api/v1/runs", json=GOOD)
         assert len(client.get("/api/v1/cells/ch01-vadd-cpu/runs").json()) == 1
     assert sorted(r.user for r in rows(database_url)) == ["alice", "bob"]
+
+
+def test_nan_in_a_result_is_stored_and_served(database_url: str) -> None:
+    """An element the kernel never wrote reads back as NaN: keep it, on every database."""
+    executor = FakeExecutor(script=wrong_result)
+    with TestClient(create_app(Settings(database_url=database_url), executor)) as client:
+        run_id = client.post("/api/v1/runs", json=GOOD).json()["id"]
+        run = client.get(f"/api/v1/runs/{run_id}")
+        card = client.get(f"/runs/{run_id}/card").text
+    assert run.status_code == 200
+    failing = run.json()["result"]["check"]["cases"][1]
+    assert run.json()["state"] == "wrong" and failing["got"] == "NaN"
+    assert '<td class="num">NaN</td>' in card

@@ -42,7 +42,9 @@ def test_numba_cpu_run_through_the_local_executor(tmp_path: Path) -> None:
         devices = client.get("/api/v1/devices").json()
         assert devices and devices[0]["executor"] == "local"
         posted = client.post(
-            "/cells/ch01-vadd-cpu/runs", data={"backend": "numba-cpu", "source": GOOD}
+            "/cells/ch01-vadd-cpu/runs",
+            data={"backend": "numba-cpu", "source": GOOD},
+            headers={"HX-Request": "true"},
         )
         assert posted.status_code == 201
         run_id = posted.text.split('data-run-id="')[1].split('"')[0]
@@ -67,3 +69,39 @@ def test_numba_cpu_run_through_the_local_executor(tmp_path: Path) -> None:
         assert run["state"] == "compile_error"
         lines = [d["line"] for d in run["result"]["compile"]["diagnostics"]]
         assert 7 in lines
+
+
+def _correct_solution(problem: str, suffix: str) -> str:
+    folder = Path(__file__).resolve().parents[2] / "kernels" / "problems" / problem
+    return next(
+        p for p in sorted((folder / "solutions" / "correct").iterdir()) if p.name.endswith(suffix)
+    ).read_text()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("backend", "suffix"), [("cuda", ".cu"), ("numba-cuda", ".numba_cuda.py")])
+def test_gpu_run_is_timed_and_shown(tmp_path: Path, backend: str, suffix: str) -> None:
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path / 'kplay.sqlite3'}", pool_size=1, job_timeout_s=240
+    )
+    source = _correct_solution("vector_add", suffix)
+    with TestClient(create_app(settings)) as client:
+        created = client.post(
+            "/api/v1/runs",
+            json={
+                "problem": "vector_add",
+                "backend": backend,
+                "source": source,
+                "cell": "ch02-vadd-gpu",
+            },
+        )
+        assert created.status_code == 201, created.text
+        run = wait_final(client, created.json()["id"], limit_s=400)
+        assert run["state"] == "done", run["detail"]
+        result = run["result"]
+        assert result["system"]["kind"] == "gpu" and result["timing"]["timed"]
+        assert result["roofline"]["bound"] == "memory"
+        card = client.get(f"/runs/{run['id']}/card").text
+    assert "Correct" in card and "Untimed" not in card and "roofline-data" in card
+    if backend == "cuda":
+        assert "registers" in card and ("SASS (" in card or "PTX (" in card)

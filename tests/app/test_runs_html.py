@@ -20,8 +20,12 @@ CELL = "/cells/ch01-vadd-cpu/runs"
 SOURCE = "import numba\n\n@numba.njit\ndef vector_add(a, b, out, n):\n    pass\n"
 
 
+PAGE = {"HX-Request": "true"}
+
+
 def post(client: TestClient, **fields: str):  # type: ignore[no-untyped-def]
-    return client.post(CELL, data={"backend": "numba-cpu", "source": SOURCE, **fields})
+    data = {"backend": "numba-cpu", "source": SOURCE, **fields}
+    return client.post(CELL, data=data, headers=PAGE)
 
 
 def json_block(html: str, cls: str) -> dict:
@@ -102,7 +106,7 @@ def test_wrong_answer_shows_first_mismatch(client: TestClient) -> None:
     html = post(client).text
     assert "Wrong answer" in html and "1 of 2 test cases passed" in html
     table = html[html.index('class="run-mismatches"') :]
-    assert "one past a block" in table and "[256]" in table and "1.5" in table and "nan" in table
+    assert "one past a block" in table and "[256]" in table and "1.5" in table and ">NaN<" in table
 
 
 def untimed(kind: str, reason: str):  # type: ignore[no-untyped-def]
@@ -124,14 +128,39 @@ def untimed(kind: str, reason: str):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("executor", [FakeExecutor(script=untimed("simulator", "simulated"))])
 def test_simulated_run_is_marked_untimed(client: TestClient) -> None:
     html = post(client).text
-    assert "Correct" in html and "Untimed (simulated)" in html
+    assert "Correct" in html and "Untimed (simulated): simulated" in html
+    assert 'step-skipped"><span class="step-dot" aria-hidden="true"></span>Time' in html
     assert "µs" not in html.split("Untimed")[1].split("run-details")[0]  # no time invented
 
 
 @pytest.mark.parametrize("executor", [FakeExecutor(script=untimed("compile-only", "no GPU"))])
 def test_compile_only_run_says_so(client: TestClient) -> None:
     html = post(client).text
-    assert "Compiled, not run" in html and "Correct" not in html
+    assert "Compiled, not run: no GPU" in html and "Correct" not in html
+    assert 'step-skipped"><span class="step-dot" aria-hidden="true"></span>Check' in html
+
+
+def test_a_message_that_repeats_the_verdict_is_not_shown_twice() -> None:
+    from app.db.models import Run
+    from app.services.cards import build_card
+
+    job = RunJob(problem="vector_add", backend="numba-cuda", source="x")
+    reason = "ran in a simulator: checked for correctness, not timed"
+    result = untimed("simulator", reason)(job).model_copy(
+        update={"message": f"Correct. Untimed: {reason}."}
+    )
+    run = Run(
+        id=job.job_id,
+        user="u",
+        problem=job.problem,
+        backend=job.backend,
+        source="x",
+        state="done",
+        result=result.model_dump(mode="json"),
+    )
+    card = build_card(run)
+    assert card.verdict == "Correct" and card.message is None
+    assert card.untimed == f"Untimed (simulated): {reason}"
 
 
 @pytest.mark.parametrize("executor", [FakeExecutor(refuse="every worker is busy")])
@@ -172,7 +201,9 @@ def test_bad_input_gets_an_error_card(
 
 
 def test_unknown_cell_and_run(client: TestClient) -> None:
-    reply = client.post("/cells/nope/runs", data={"backend": "numba-cpu", "source": "x"})
+    reply = client.post(
+        "/cells/nope/runs", data={"backend": "numba-cpu", "source": "x"}, headers=PAGE
+    )
     assert reply.status_code == 404 and "unknown cell &#39;nope&#39;" in reply.text
     card = client.get("/runs/feedface/card")
     assert card.status_code == 404 and 'data-final="true"' in card.text
@@ -196,6 +227,7 @@ def test_launch_form_fields_reach_the_job(client: TestClient, executor: FakeExec
     reply = client.post(
         "/cells/ch02-vadd-gpu/runs",
         data={"backend": "triton", "source": SOURCE, "constants": "BLOCK=512", "num_warps": "8"},
+        headers=PAGE,
     )
     assert reply.status_code == 201, reply.text
     launch = executor.jobs[0].launch
@@ -203,6 +235,17 @@ def test_launch_form_fields_reach_the_job(client: TestClient, executor: FakeExec
     reply = client.post(
         "/cells/ch02-vadd-gpu/runs",
         data={"backend": "cuda", "source": SOURCE, "grid": "ceil_div(n, 128)", "block": "128"},
+        headers=PAGE,
     )
     assert reply.status_code == 201
     assert executor.jobs[1].launch is not None and executor.jobs[1].launch.block == ["128"]
+
+
+def test_runs_cannot_be_started_from_another_site(
+    client: TestClient, executor: FakeExecutor
+) -> None:
+    data = {"backend": "numba-cpu", "source": SOURCE}
+    assert client.post(CELL, data=data).status_code == 403  # a plain cross-site form
+    headers = {**PAGE, "Sec-Fetch-Site": "cross-site"}
+    assert client.post(CELL, data=data, headers=headers).status_code == 403
+    assert executor.jobs == []

@@ -20,7 +20,6 @@ REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO / "test-artifacts"
 CELL = "#cell-ch01-vadd-cpu"
-FINAL_CARD = f'{CELL} [data-run-card][data-final="true"]'
 RUN_LIMIT_MS = 240_000
 
 GOOD = """import numba
@@ -137,6 +136,23 @@ def _replace_code(page: object, code: str) -> None:
     page.keyboard.insert_text(code)  # type: ignore[attr-defined]
 
 
+def _card_id(page: object, cell: str) -> str | None:
+    card = page.query_selector(f"{cell} [data-run-card]")  # type: ignore[attr-defined]
+    return card.get_attribute("data-run-id") if card else None
+
+
+def _wait_new_final_card(page: object, cell: str, old_id: str | None) -> None:
+    """Wait for the final card of a run other than `old_id` (the card shown before Run)."""
+    page.wait_for_function(  # type: ignore[attr-defined]
+        """([sel, old]) => {
+            const card = document.querySelector(sel + ' [data-run-card]');
+            return card && card.dataset.final === 'true' && card.dataset.runId !== old;
+        }""",
+        arg=[cell, old_id or ""],
+        timeout=RUN_LIMIT_MS,
+    )
+
+
 def test_write_run_and_read_the_card(server: str, browser: object) -> None:
     context = browser.new_context(viewport={"width": 1366, "height": 900})  # type: ignore[attr-defined]
     page = context.new_page()
@@ -148,14 +164,16 @@ def test_write_run_and_read_the_card(server: str, browser: object) -> None:
     _shot(page, "playground-chapter-light.png", full_page=False)
 
     _replace_code(page, GOOD)
+    before = _card_id(page, CELL)
     page.keyboard.press("Control+Enter")
     live = page.wait_for_selector(f'{CELL} [data-run-card][data-final="false"]', timeout=10_000)
     assert live is not None
     live.screenshot(path=str(ARTIFACTS / "playground-card-live.png"))
-    card = page.wait_for_selector(FINAL_CARD, timeout=RUN_LIMIT_MS)
-    assert card is not None
+    _wait_new_final_card(page, CELL, before)
     verdict = page.locator(f"{CELL} .verdict").inner_text()
     assert "Correct" in verdict, page.locator(f"{CELL} [data-run-card]").inner_text()
+    spoken = page.locator(f"{CELL} [data-announce]").text_content() or ""
+    assert spoken.startswith("Run finished: Correct. median")
     page.wait_for_selector(f"{CELL} .roofline-chart svg")
     points = page.locator(f"{CELL} .roofline-chart svg .kp-rl-point")
     assert points.count() >= 1
@@ -202,8 +220,9 @@ def test_compile_error_marks_the_line(server: str, browser: object) -> None:
     page.goto(f"{server}/book/first-kernel-cpu")
     page.wait_for_selector(f"{CELL} .cm-editor")
     _replace_code(page, BROKEN)
+    before = _card_id(page, CELL)
     page.click(f"{CELL} [data-run]")
-    page.wait_for_selector(FINAL_CARD, timeout=RUN_LIMIT_MS)
+    _wait_new_final_card(page, CELL, before)
     assert "Compile error" in page.locator(f"{CELL} .verdict").inner_text()
     assert page.locator(f'{CELL} [data-goto-line="7"]').count() >= 1
     page.wait_for_selector(f"{CELL} .cm-kplay-line-error", timeout=5_000)

@@ -1,7 +1,7 @@
 // C = A @ B with A (M x K), B (K x N) and C (M x N), all row-major float32.
 // Launch: a 32x32 block per 32x32 tile of C; thread (tx, ty) of block (bx, by) owns
 // C[by*32 + ty][bx*32 + tx]. The block walks along K one 32-wide step at a time.
-// kplay: grid=(ceil_div(N,32),ceil_div(M,32)) block=(32,32)
+// kplay: grid=(ceil_div(N,32),ceil_div(M,32)) block=(32,32) smem=0
 
 #define TILE 32
 

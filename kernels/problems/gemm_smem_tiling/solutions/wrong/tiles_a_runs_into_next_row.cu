@@ -2,7 +2,7 @@
 // A[row][k0 + tx] with k0 + tx >= K is really A[row + 1][...]: the tile picks up the
 // start of the next row instead of zeros (and past the last row, memory beyond A).
 // Right only when K is a multiple of 32.
-// kplay: grid=(ceil_div(N,32),ceil_div(M,32)) block=(32,32)
+// kplay: grid=(ceil_div(N,32),ceil_div(M,32)) block=(32,32) smem=0
 
 #define TILE 32
 

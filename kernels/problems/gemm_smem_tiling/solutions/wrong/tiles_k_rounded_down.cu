@@ -1,6 +1,6 @@
 // WRONG: the loop runs K / TILE times, rounded down, so the partial last tile along K
 // is never added (and K < 32 gives all zeros). Right only when K is a multiple of 32.
-// kplay: grid=(ceil_div(N,32),ceil_div(M,32)) block=(32,32)
+// kplay: grid=(ceil_div(N,32),ceil_div(M,32)) block=(32,32) smem=0
 
 #define TILE 32
 

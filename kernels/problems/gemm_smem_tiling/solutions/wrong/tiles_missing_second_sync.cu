@@ -2,7 +2,7 @@
 // tiles while slower warps are still reading this step's, so some products use
 // values from the wrong step. Invisible when K fits in one tile; a race otherwise.
 // kplay-expect: wrong-on-gpu-only
-// kplay: grid=(ceil_div(N,32),ceil_div(M,32)) block=(32,32)
+// kplay: grid=(ceil_div(N,32),ceil_div(M,32)) block=(32,32) smem=0
 
 #define TILE 32
 

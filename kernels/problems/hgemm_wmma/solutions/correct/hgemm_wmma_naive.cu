@@ -6,7 +6,7 @@
 // trick works on the way out: the accumulator goes to a 16x16 scratch tile and only
 // the elements inside C are copied back. Correct for any M, N, K; slow, because every
 // value is fetched from global memory by every warp that needs it.
-// kplay: grid=(ceil_div(N,16),ceil_div(M,16)) block=32
+// kplay: grid=(ceil_div(N,16),ceil_div(M,16)) block=32 smem=0
 
 #include <mma.h>
 #include <cuda_fp16.h>

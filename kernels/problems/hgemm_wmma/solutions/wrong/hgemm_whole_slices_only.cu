@@ -1,6 +1,6 @@
 // WRONG: the K loop stops at the last whole 16-wide slice (K / 16 * 16), assuming K is
 // a multiple of the fragment size. Every shape with K % 16 != 0 loses its last terms.
-// kplay: grid=(ceil_div(N,16),ceil_div(M,16)) block=32
+// kplay: grid=(ceil_div(N,16),ceil_div(M,16)) block=32 smem=0
 
 #include <mma.h>
 #include <cuda_fp16.h>

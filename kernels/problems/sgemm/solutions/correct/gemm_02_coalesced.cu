@@ -5,7 +5,7 @@
 // of B[k][col..col+31] are 128 contiguous bytes (one transaction), and their writes
 // of C are contiguous too. The kernel still fetches two operands per FMA from the
 // memory system; only the waste in each fetch is gone.
-// kplay: grid=(ceil_div(N,32),ceil_div(M,32)) block=(32,32)
+// kplay: grid=(ceil_div(N,32),ceil_div(M,32)) block=(32,32) smem=0
 
 extern "C" __global__ void sgemm(const float* __restrict__ A, const float* __restrict__ B,
                                  float* __restrict__ C, int M, int N, int K) {

@@ -6,7 +6,7 @@
 // 8 values of A that the whole warp reads at one address (a broadcast, so cheap).
 // That is 8 FMAs for 9 loads instead of 1 for 2, and the block tile grows to 64x64,
 // which halves the global traffic per FMA again compared with 32x32 tiles.
-// kplay: grid=(ceil_div(N,64),ceil_div(M,64)) block=512
+// kplay: grid=(ceil_div(N,64),ceil_div(M,64)) block=512 smem=0
 
 #define BM 64
 #define BN 64

@@ -7,7 +7,7 @@
 // threads; each global element brought into shared memory is now reused 128 times.
 // The 64 accumulators live in registers: that is why the loops below are fully
 // unrolled (a register array indexed by a run-time value would spill to memory).
-// kplay: grid=(ceil_div(N,128),ceil_div(M,128)) block=256
+// kplay: grid=(ceil_div(N,128),ceil_div(M,128)) block=256 smem=0
 
 #define BM 128
 #define BN 128

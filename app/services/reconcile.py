@@ -1,0 +1,82 @@
+"""Ending runs that nothing will ever finish, without ending runs that are merely elsewhere.
+
+Embedded mode: the pool dies with the server, so every unfinished run is ended at start and at
+stop (records.reconcile_interrupted). Distributed mode: a run may still be on a worker while
+the web app restarts, so an executor that can tell (`reconcile(ids)`, the CeleryExecutor) is
+asked which unfinished runs vanished, at start and then periodically, and only those end.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import timedelta
+from typing import Protocol, runtime_checkable
+
+from sqlalchemy import select
+
+from app.db.models import Run, utcnow
+from app.db.session import Database
+from app.services.records import NON_FINAL, finish_synthetic
+from kernels.models import RunState
+
+log = logging.getLogger(__name__)
+
+LOST = "lost: no worker has this run any more (the queue may have restarted); run it again"
+
+
+@runtime_checkable
+class Reconciling(Protocol):
+    def reconcile(self, known_unfinished_job_ids: list[str]) -> list[str]: ...
+
+
+def unfinished(db: Database, quiet_for_s: float) -> list[Run]:
+    """Unfinished runs with no news for `quiet_for_s`: a run stored a moment ago may not have
+    reached the queue yet, and must not be judged lost for that."""
+    cutoff = utcnow() - timedelta(seconds=quiet_for_s)
+    stmt = select(Run).where(Run.state.in_(NON_FINAL), Run.updated_at <= cutoff)
+    with db.session() as s:
+        return list(s.scalars(stmt))
+
+
+def end_vanished(db: Database, executor: Reconciling, quiet_for_s: float) -> int:
+    """One pass: returns how many runs were ended as lost."""
+    runs = {run.id: run for run in unfinished(db, quiet_for_s)}
+    if not runs:
+        return 0
+    vanished = [job_id for job_id in executor.reconcile(list(runs)) if job_id in runs]
+    for job_id in vanished:
+        finish_synthetic(db, runs[job_id], RunState.runtime_error, LOST)
+    if vanished:
+        log.warning("%d run(s) vanished from the queue and were ended", len(vanished))
+    return len(vanished)
+
+
+class Reconciler:
+    """Runs end_vanished now and then every `interval_s`, on a thread of its own."""
+
+    def __init__(
+        self, db: Database, executor: Reconciling, interval_s: float, quiet_for_s: float
+    ) -> None:
+        self.db = db
+        self.executor = executor
+        self.interval_s = interval_s
+        self.quiet_for_s = quiet_for_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="kplay-reconcile", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                end_vanished(self.db, self.executor, self.quiet_for_s)
+            except Exception:  # noqa: BLE001 - the broker may be away; try again later
+                log.exception("reconciling unfinished runs failed; will try again")
+            self._stop.wait(self.interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5.0)

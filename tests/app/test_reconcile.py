@@ -1,0 +1,102 @@
+"""Distributed mode: unfinished runs are checked against the executor, and only the runs that
+vanished end; embedded mode ends every unfinished run because its pool died with it."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from fastapi.testclient import TestClient
+
+from app.db.migrate import upgrade
+from app.db.models import Run
+from app.db.session import Database
+from app.main import create_app
+from app.services.reconcile import LOST, Reconciling, end_vanished
+from app.settings import Settings
+from kernels.models import RunState
+from tests.app.fakes import FakeExecutor, correct_result
+
+GOOD = {"problem": "vector_add", "backend": "numba-cpu", "source": "x = 1\n"}
+
+
+class Remote(FakeExecutor):
+    """Stands for the CeleryExecutor: knows which of the given runs still exist somewhere."""
+
+    def __init__(self, vanished: set[str] | None = None) -> None:
+        super().__init__(hold=True)
+        self.vanished = vanished or set()
+        self.asked: list[list[str]] = []
+
+    def reconcile(self, known_unfinished_job_ids: list[str]) -> list[str]:
+        self.asked.append(list(known_unfinished_job_ids))
+        return [i for i in known_unfinished_job_ids if i in self.vanished]
+
+
+def test_the_fake_speaks_the_protocol() -> None:
+    assert isinstance(Remote(), Reconciling) and not isinstance(FakeExecutor(), Reconciling)
+
+
+def _add(db: Database, run_id: str, state: str, quiet_s: float) -> None:
+    with db.session() as s:
+        run = Run(
+            id=run_id, user="u", problem="vector_add", backend="cuda", source="x", state=state
+        )
+        s.add(run)
+        s.flush()
+        run.updated_at = run.updated_at - timedelta(seconds=quiet_s)
+
+
+def test_only_quiet_vanished_runs_are_ended(database_url: str) -> None:
+    db = Database(database_url)
+    upgrade(db.engine)
+    _add(db, "a" * 32, "queued", quiet_s=60)  # vanished
+    _add(db, "b" * 32, "timing", quiet_s=60)  # still on a worker
+    _add(db, "c" * 32, "queued", quiet_s=0)  # just stored: not judged yet
+    _add(db, "d" * 32, "done", quiet_s=60)  # finished: not asked about
+    remote = Remote(vanished={"a" * 32, "c" * 32})
+    assert end_vanished(db, remote, quiet_for_s=15) == 1
+    assert sorted(remote.asked[0]) == ["a" * 32, "b" * 32]
+    with db.session() as s:
+        states = {r.id[0]: (r.state, r.detail) for r in s.query(Run)}
+    assert states["a"] == ("runtime_error", LOST)
+    assert states["b"][0] == "timing" and states["c"][0] == "queued"
+    db.dispose()
+
+
+def test_a_restart_in_distributed_mode_keeps_runs_that_are_alive(database_url: str) -> None:
+    settings = Settings(database_url=database_url, reconcile_quiet_s=0, reconcile_interval_s=60)
+    first = Remote()
+    with TestClient(create_app(settings, first)) as client:
+        alive = client.post("/api/v1/runs", json=GOOD).json()["id"]
+        gone = client.post("/api/v1/runs", json=GOOD).json()["id"]
+    second = Remote(vanished={gone})
+    with TestClient(create_app(settings, second)) as client:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not second.asked:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        runs = {i: client.get(f"/api/v1/runs/{i}").json() for i in (alive, gone)}
+    assert sorted(second.asked[0]) == sorted([alive, gone])
+    assert runs[gone]["state"] == "runtime_error" and runs[gone]["detail"] == LOST
+    assert runs[alive]["state"] == "queued"  # still on its way: not ended by the restart
+
+
+def test_a_verdict_delivered_during_reconcile_is_recorded(database_url: str) -> None:
+    class Delivering(Remote):
+        def reconcile(self, known_unfinished_job_ids: list[str]) -> list[str]:
+            for job in self.jobs:
+                if job.job_id in known_unfinished_job_ids and self.sink is not None:
+                    self.sink.on_result(correct_result(job))
+            return []
+
+    settings = Settings(database_url=database_url, reconcile_quiet_s=0, reconcile_interval_s=0.1)
+    executor = Delivering()
+    with TestClient(create_app(settings, executor)) as client:
+        run_id = client.post("/api/v1/runs", json=GOOD).json()["id"]
+        deadline = time.monotonic() + 10
+        state = "queued"
+        while time.monotonic() < deadline and state != "done":
+            state = client.get(f"/api/v1/runs/{run_id}").json()["state"]
+            time.sleep(0.05)
+    assert state == RunState.done.value
