@@ -11,6 +11,7 @@ from fastapi.templating import Jinja2Templates
 
 from app.book import Book
 from app.db.session import Database
+from app.readers import reader_name
 from app.services.runs import RunService
 from app.settings import Settings
 from kernels.problem import ProblemSpec
@@ -39,9 +40,10 @@ def get_runs(services: Annotated[Services, Depends(get_services)]) -> RunService
     return services.runs
 
 
-def get_user(services: Annotated[Services, Depends(get_services)]) -> str:
-    # Accounts come later; until then every run belongs to the configured anonymous user.
-    return services.settings.anonymous_user
+def get_user(request: Request, services: Annotated[Services, Depends(get_services)]) -> str:
+    # Accounts come later; until then each browser is an anonymous reader of its own, so
+    # histories and the per-user cap are per reader. Clients without the cookie share one.
+    return reader_name(request, services.settings.anonymous_user)
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]

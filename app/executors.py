@@ -15,7 +15,12 @@ def make_executor(settings: Settings) -> Executor:
     if settings.broker_url:
         from workers.celery_executor import CeleryExecutor
 
-        return CeleryExecutor(broker_url=settings.broker_url, job_timeout_s=settings.job_timeout_s)
+        return CeleryExecutor(
+            broker_url=settings.broker_url,
+            job_timeout_s=settings.job_timeout_s,
+            key_prefix=settings.key_prefix,
+            user_run_cap=settings.user_run_cap,
+        )
     from workers.limits import Limits
     from workers.local import LocalExecutor
 

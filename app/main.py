@@ -18,6 +18,7 @@ from app.db.migrate import upgrade
 from app.db.session import Database
 from app.deps import Services
 from app.executors import make_executor
+from app.readers import ensure_reader, remember_reader
 from app.render import STATIC_DIR, error_page, make_templates
 from app.routers import api, fleet, pages, runs_html
 from app.services.reconcile import Reconciler, Reconciling
@@ -49,9 +50,12 @@ def _install_timing(app: FastAPI) -> None:
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         started = time.perf_counter()
+        fresh = ensure_reader(request)
         response = await call_next(request)
         elapsed_ms = (time.perf_counter() - started) * 1000
         response.headers["Server-Timing"] = f"app;dur={elapsed_ms:.2f}"
+        if fresh:
+            remember_reader(request, response)
         return response
 
 
