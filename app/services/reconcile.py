@@ -18,7 +18,8 @@ from sqlalchemy import select
 from app.db.models import Run, utcnow
 from app.db.session import Database
 from app.services.records import NON_FINAL, finish_synthetic
-from kernels.models import RunState
+from kernels.models import LaunchOverride, RunJob, RunState
+from workers.executor import SubmitRefused
 
 log = logging.getLogger(__name__)
 
@@ -39,17 +40,74 @@ def unfinished(db: Database, quiet_for_s: float) -> list[Run]:
         return list(s.scalars(stmt))
 
 
-def end_vanished(db: Database, executor: Reconciling, quiet_for_s: float) -> int:
-    """One pass: returns how many runs were ended as lost."""
+MAX_REQUEUES = 2
+
+
+def job_of(run: Run) -> RunJob:
+    """The job a stored run stands for, with the run's own id."""
+    launch = LaunchOverride.model_validate(run.launch) if run.launch else None
+    return RunJob(
+        job_id=run.id,
+        problem=run.problem,
+        backend=run.backend,
+        source=run.source,
+        cell=run.cell_id,
+        launch=launch,
+        user=run.user,
+    )
+
+
+def requeue(db: Database, executor: Reconciling, run: Run, attempt: int) -> bool:
+    """Hand a vanished run to the queue again; False when the queue refuses it."""
+    submit = getattr(executor, "submit", None)
+    if submit is None:
+        return False
+    try:
+        submit(job_of(run))
+    except SubmitRefused:
+        return False
+    with db.session() as s:
+        row = s.get(Run, run.id)
+        if row is not None and row.state in NON_FINAL:
+            row.state = RunState.queued.value
+            row.detail = f"queued again: the queue lost it (attempt {attempt + 1})"
+            row.updated_at = utcnow()
+    return True
+
+
+def end_vanished(
+    db: Database,
+    executor: Reconciling,
+    quiet_for_s: float,
+    requeues: dict[str, int] | None = None,
+) -> int:
+    """One pass: vanished runs go back in the queue (twice at most), then end as lost.
+
+    The database holds everything a job needs, so a broker that forgot its queue (a Redis
+    restart without persistence) costs a delay, not the run. Returns how many ended.
+    """
     runs = {run.id: run for run in unfinished(db, quiet_for_s)}
     if not runs:
         return 0
+    requeues = {} if requeues is None else requeues
     vanished = [job_id for job_id in executor.reconcile(list(runs)) if job_id in runs]
+    ended = 0
     for job_id in vanished:
+        attempt = requeues.get(job_id, 0)
+        if attempt < MAX_REQUEUES and requeue(db, executor, runs[job_id], attempt):
+            requeues[job_id] = attempt + 1
+            continue
         finish_synthetic(db, runs[job_id], RunState.runtime_error, LOST)
+        requeues.pop(job_id, None)
+        ended += 1
     if vanished:
-        log.warning("%d run(s) vanished from the queue and were ended", len(vanished))
-    return len(vanished)
+        log.warning(
+            "%d run(s) vanished from the queue: %d requeued, %d ended",
+            len(vanished),
+            len(vanished) - ended,
+            ended,
+        )
+    return ended
 
 
 class Reconciler:
@@ -62,6 +120,7 @@ class Reconciler:
         self.executor = executor
         self.interval_s = interval_s
         self.quiet_for_s = quiet_for_s
+        self._requeues: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="kplay-reconcile", daemon=True)
 
@@ -71,7 +130,7 @@ class Reconciler:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                end_vanished(self.db, self.executor, self.quiet_for_s)
+                end_vanished(self.db, self.executor, self.quiet_for_s, self._requeues)
             except Exception:  # noqa: BLE001 - the broker may be away; try again later
                 log.exception("reconciling unfinished runs failed; will try again")
             self._stop.wait(self.interval_s)

@@ -47,7 +47,7 @@ def _add(db: Database, run_id: str, state: str, quiet_s: float) -> None:
         run.updated_at = run.updated_at - timedelta(seconds=quiet_s)
 
 
-def test_only_quiet_vanished_runs_are_ended(database_url: str) -> None:
+def test_only_quiet_vanished_runs_are_requeued(database_url: str) -> None:
     db = Database(database_url)
     upgrade(db.engine)
     _add(db, "a" * 32, "queued", quiet_s=60)  # vanished
@@ -55,12 +55,38 @@ def test_only_quiet_vanished_runs_are_ended(database_url: str) -> None:
     _add(db, "c" * 32, "queued", quiet_s=0)  # just stored: not judged yet
     _add(db, "d" * 32, "done", quiet_s=60)  # finished: not asked about
     remote = Remote(vanished={"a" * 32, "c" * 32})
-    assert end_vanished(db, remote, quiet_for_s=15) == 1
+    assert end_vanished(db, remote, quiet_for_s=15) == 0
     assert sorted(remote.asked[0]) == ["a" * 32, "b" * 32]
+    assert [j.job_id for j in remote.jobs] == ["a" * 32]  # handed to the queue again
+    assert remote.jobs[0].source == "x" and remote.jobs[0].problem == "vector_add"
     with db.session() as s:
         states = {r.id[0]: (r.state, r.detail) for r in s.query(Run)}
-    assert states["a"] == ("runtime_error", LOST)
+    assert states["a"][0] == "queued" and "queued again" in (states["a"][1] or "")
     assert states["b"][0] == "timing" and states["c"][0] == "queued"
+    db.dispose()
+
+
+def test_a_run_lost_again_and_again_ends_as_lost(database_url: str) -> None:
+    db = Database(database_url)
+    upgrade(db.engine)
+    _add(db, "a" * 32, "queued", quiet_s=60)
+    remote = Remote(vanished={"a" * 32})
+    requeues: dict[str, int] = {}
+    ended = [end_vanished(db, remote, quiet_for_s=0, requeues=requeues) for _ in range(3)]
+    assert ended == [0, 0, 1] and len(remote.jobs) == 2
+    with db.session() as s:
+        run = s.get(Run, "a" * 32)
+        assert run is not None and (run.state, run.detail) == ("runtime_error", LOST)
+    db.dispose()
+
+
+def test_a_vanished_run_the_queue_refuses_ends_as_lost(database_url: str) -> None:
+    db = Database(database_url)
+    upgrade(db.engine)
+    _add(db, "a" * 32, "queued", quiet_s=60)
+    remote = Remote(vanished={"a" * 32})
+    remote.refuse = "no worker can run cuda jobs right now"
+    assert end_vanished(db, remote, quiet_for_s=0) == 1
     db.dispose()
 
 
@@ -78,7 +104,9 @@ def test_a_restart_in_distributed_mode_keeps_runs_that_are_alive(database_url: s
         time.sleep(0.2)
         runs = {i: client.get(f"/api/v1/runs/{i}").json() for i in (alive, gone)}
     assert sorted(second.asked[0]) == sorted([alive, gone])
-    assert runs[gone]["state"] == "runtime_error" and runs[gone]["detail"] == LOST
+    # The vanished run is handed to the queue again; the live one is left alone.
+    assert runs[gone]["state"] == "queued" and "queued again" in runs[gone]["detail"]
+    assert [j.job_id for j in second.jobs] == [gone]
     assert runs[alive]["state"] == "queued"  # still on its way: not ended by the restart
 
 
