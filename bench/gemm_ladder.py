@@ -145,8 +145,9 @@ def _finish(rows: dict[str, dict[str, Any]], meta: dict[str, Any]) -> None:
             row["gflops"] = round(row["flops_per_s"] / 1e9)
             row["tflops"] = round(row["flops_per_s"] / 1e12, 2)
             row["median_us"] = round(row["median_us"], 1)
-            if row.get("iqr_us") is not None:
-                row["iqr_us"] = round(row["iqr_us"], 1)
+            for key in ("iqr_us", "engine_baseline_us"):
+                if row.get(key) is not None:
+                    row[key] = round(row[key], 1)
             if row.get("percent_of_roofline") is not None:
                 row["percent_of_roofline"] = round(row["percent_of_roofline"], 1)
     for row in rows.values():
@@ -220,7 +221,7 @@ def chart_svg(rows: dict[str, dict[str, Any]]) -> str:
         ("FP32 (FFMA) vs cuBLAS SGEMM", [n for n, _ in ladder_files()] + ["cublas"]),
         ("FP16 tensor cores vs cuBLAS fp16", ["08_wmma_naive", "08_wmma", "cublas_fp16"]),
     ]
-    left, width, bar_h, gap, top = 190, 360, 18, 6, 44
+    left, width, bar_h, gap, top = 190, 340, 18, 6, 44
     scale = width / 100.0
     y = top
     parts: list[str] = []
@@ -244,7 +245,7 @@ def chart_svg(rows: dict[str, dict[str, Any]]) -> str:
                 w = max(1.0, min(pct, 110.0) * scale)
                 opacity = "0.9" if name.startswith("cublas") else "0.55"
                 tf = row.get("tflops")
-                text = f"{pct:g}%" + (f" · {tf:g} TFLOP/s" if tf is not None else "")
+                text = f"{pct:g}%" + (f" · {tf:.1f} TFLOP/s" if tf is not None else "")
                 parts.append(
                     f'<rect x="{left}" y="{y}" width="{w:.1f}" height="{bar_h}" '
                     f'fill="currentColor" fill-opacity="{opacity}"/>'
@@ -267,8 +268,8 @@ def chart_svg(rows: dict[str, dict[str, Any]]) -> str:
         for p in (0, 25, 50, 75, 100)
     )
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 660 {height}" '
-        f'width="660" height="{height}" role="img" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 720 {height}" '
+        f'width="720" height="{height}" role="img" '
         f'aria-label="The GEMM ladder as a percent of cuBLAS" '
         f'font-family="system-ui, sans-serif" font-size="12" fill="currentColor">\n'
         f"<title>The GEMM ladder: each kernel's speed as a percent of cuBLAS</title>\n"
