@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app import benchrefs
 from app.bookmd import BookError, CellSpec, render
 from kernels.problem import ProblemSpec
 
@@ -51,8 +52,12 @@ class _Index:
     cells: dict[str, CellSpec]
 
 
-def load_chapter(path: Path, problems: Mapping[str, ProblemSpec]) -> Chapter:
+def load_chapter(
+    path: Path, problems: Mapping[str, ProblemSpec], results_dir: Path | None = None
+) -> Chapter:
     text = path.read_text(encoding="utf-8")
+    if results_dir is not None:
+        text = benchrefs.fill(text, results_dir)
     default_slug = re.sub(r"^\d+[-_]", "", path.stem)
     rendered = render(text, path, problems, default_slug)
     front = rendered.front
@@ -89,16 +94,24 @@ class Book:
         self._lock = threading.Lock()
         self._rendered: dict[Path, tuple[int, Chapter]] = {}
         self._index: _Index | None = None
+        # Measured figures the chapters quote: bench/results beside the book folder.
+        self.results_dir = self.book_dir.parent / "bench" / "results"
+
+    def _results_mtime(self) -> int:
+        if not self.results_dir.is_dir():
+            return 0
+        return max((p.stat().st_mtime_ns for p in self.results_dir.glob("*.json")), default=0)
 
     def _signature(self) -> tuple[tuple[str, int], ...]:
         paths = sorted(self.book_dir.glob("*.md")) if self.book_dir.is_dir() else []
-        return tuple((str(p), p.stat().st_mtime_ns) for p in paths)
+        results = self._results_mtime()
+        return tuple((str(p), max(p.stat().st_mtime_ns, results)) for p in paths)
 
     def _chapter(self, path: Path, mtime: int) -> Chapter:
         cached = self._rendered.get(path)
         if cached and cached[0] == mtime:
             return cached[1]
-        chapter = load_chapter(path, self.problems)
+        chapter = load_chapter(path, self.problems, self.results_dir)
         self._rendered[path] = (mtime, chapter)
         return chapter
 
