@@ -11,13 +11,13 @@ import pytest
 
 from app.cli import main
 
-GOOD_CPU = '''import numba
+GOOD_CPU = """import numba
 
 @numba.njit
 def vector_add(a, b, out, n):
     for i in range(n):
         out[i] = a[i] + b[i]
-'''
+"""
 
 
 def _kplay(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,9 @@ def test_formulas_evaluate_with_functions():
     assert formula.names("ceil_div(n, BLOCK) + m") == {"n", "BLOCK", "m"}
 
 
-@pytest.mark.parametrize("bad", ["__import__('os')", "n.real", "[1, 2]", "lambda: 1", "n if n else 1"])
+@pytest.mark.parametrize(
+    "bad", ["__import__('os')", "n.real", "[1, 2]", "lambda: 1", "n if n else 1"]
+)
 def test_formulas_refuse_anything_but_arithmetic(bad):
     with pytest.raises(formula.FormulaError):
         formula.evaluate(bad, {"n": 1})
