@@ -78,7 +78,7 @@ def _parse(text: str) -> ast.Expression:
 def names(text: str) -> set[str]:
     """The free variable names a formula uses."""
     tree = _parse(str(text))
-    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}  # type: ignore[union-attr]
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}  # type: ignore[attr-defined]
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called
 
 
@@ -108,7 +108,7 @@ def evaluate(text: str | int | float, env: Mapping[str, int | float]) -> int | f
             except ZeroDivisionError:
                 raise FormulaError(f"division by zero in {text!r}") from None
         if isinstance(node, ast.Call):
-            func = FUNCTIONS[node.func.id]  # type: ignore[union-attr]
+            func = FUNCTIONS[node.func.id]  # type: ignore[attr-defined]
             return func(*[ev(a) for a in node.args])
         raise FormulaError(f"unsupported expression in {text!r}")
 
