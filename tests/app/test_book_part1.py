@@ -1,0 +1,204 @@
+"""Part I of the book ("Parallelism, from the CPU up"): chapters render through the app, every
+cell names a real problem and backend, the exercises are placed and match the kernels the
+chapters report, figures suit both themes, and every measured number is a placeholder that
+bench/part1.py fills."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import xml.dom.minidom
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.book import Book, Chapter
+from app.settings import Settings
+from kernels.catalog import load_catalog
+
+ROOT = Path(__file__).resolve().parents[2]
+PLACEHOLDER = re.compile(r"\[\[bench:([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\]\]")
+FIGURE = re.compile(r"!\[[^\]]+\]\((/static/book/[^)]+)\)")
+EXERCISES = {
+    "cpu_triad",
+    "cpu_fma_peak",
+    "cpu_simd_sum",
+    "cpu_parallel_sum",
+    "transpose_smem",
+    "reduce_warp_shuffle",
+}
+# Fields each kind of row may carry (see bench/part1.py).
+CPU_FIELDS = {
+    "gbs",
+    "gflops",
+    "median_us",
+    "fastest_us",
+    "slowest_us",
+    "spread_percent",
+    "runs",
+    "threads",
+    "percent_of_roofline",
+    "percent_of_read",
+    "percent_of_copy",
+}
+CPU_CEILING_FIELDS = {"copy_gbs", "read_gbs", "fp32_gflops", "ridge_flops_per_byte"}
+GPU_FIELDS = {"gbs", "percent_of_copy", "percent_of_roofline", "median_us", "iqr_us", "reps"}
+GPU_CEILING_FIELDS = {"copy_gbs", "fp32_gflops", "ridge_flops_per_byte", "source"}
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("part1_bench", ROOT / "bench" / "part1.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def part1() -> list[Chapter]:
+    book = Book(Settings().book_dir, load_catalog())
+    return [c for c in book.chapters() if c.part == 1]
+
+
+def test_part1_opens_with_the_samples_and_has_the_new_chapters_in_order(
+    part1: list[Chapter],
+) -> None:
+    slugs = [c.slug for c in part1]
+    assert slugs == [
+        "first-kernel-cpu",
+        "first-gpu-kernel",
+        "roofline",
+        "ilp-simd",
+        "cpu-threads",
+        "transpose",
+        "reductions",
+    ]
+    assert {c.part_title for c in part1} == {"Parallelism, from the CPU up"}
+
+
+def test_part1_chapters_render_through_the_app(client: TestClient, part1: list[Chapter]) -> None:
+    for chapter in part1:
+        page = client.get(f"/book/{chapter.slug}")
+        assert page.status_code == 200, chapter.slug
+        html = page.text
+        assert chapter.cells, f"{chapter.slug} has no kernel cell"
+        for cell in chapter.cells:
+            assert f'data-cell="{cell.id}"' in html
+        for heading in ("In this chapter you will", "What the roofline says", "Further reading"):
+            assert heading in html, f"{chapter.slug}: no {heading!r}"
+        # Placeholders never reach the reader raw: a value or "(not yet measured)".
+        assert "[[bench:" not in html
+
+
+def test_part1_cells_name_real_problems_and_backends(part1: list[Chapter]) -> None:
+    catalog = load_catalog()
+    placed = set()
+    for chapter in part1:
+        for cell in chapter.cells:
+            spec = catalog[cell.problem]
+            assert cell.backend in cell.backends
+            assert set(cell.backends) <= set(spec.backends)
+            for backend in cell.backends:
+                assert spec.starter(backend).strip()
+            placed.add(cell.problem)
+    assert placed >= EXERCISES
+    for slug in EXERCISES:
+        assert catalog[slug].exercise, f"{slug} should be marked exercise = true"
+
+
+def test_the_exercises_offer_only_the_backends_that_make_sense() -> None:
+    catalog = load_catalog()
+    for slug in ("cpu_triad", "cpu_fma_peak", "cpu_simd_sum", "cpu_parallel_sum"):
+        assert catalog[slug].backends == ["numba-cpu"]
+    for slug in ("transpose_smem", "reduce_warp_shuffle"):
+        assert catalog[slug].backends == ["cuda"]
+
+
+def test_exercise_references_are_the_kernels_the_chapters_report() -> None:
+    catalog = load_catalog()
+    smem = [p.name for _, p in catalog["transpose_smem"].solutions("correct")]
+    assert smem == ["transpose_tiled_padded.cu"]
+    ours = catalog["transpose_smem"].folder / "solutions" / "correct" / smem[0]
+    theirs = catalog["transpose"].folder / "solutions" / "correct" / smem[0]
+    assert ours.read_text() == theirs.read_text()
+    bench = _bench()
+    gpu_rows = {row: (problem, file) for row, problem, file, _ in bench.GPU_ROWS}
+    assert gpu_rows["transpose_smem"] == ("transpose_smem", "transpose_tiled_padded.cu")
+    assert gpu_rows["sum_warp_shuffle"] == ("reduce_warp_shuffle", "reduce_warp_shuffle.cu")
+    cpu_rows = {row: (problem, stem) for row, problem, stem, _ in bench.CPU_ROWS}
+    assert cpu_rows["triad_parallel"] == ("cpu_triad", "triad_parallel")
+    assert cpu_rows["fma_blocked_parallel"] == ("cpu_fma_peak", "fma_blocked_parallel")
+    assert cpu_rows["simd_sum_fastmath"] == ("cpu_simd_sum", "sum_fastmath")
+    # Every row the bench measures names a solution that exists.
+    for row, problem, file, _ in bench.GPU_ROWS:
+        assert (catalog[problem].folder / "solutions" / "correct" / file).is_file(), row
+    for row, problem, stem, _ in bench.CPU_ROWS:
+        path = catalog[problem].folder / "solutions" / "correct" / (stem + bench.CPU_SUFFIX)
+        assert path.is_file(), row
+
+
+def test_part1_figures_exist_and_suit_both_themes(part1: list[Chapter]) -> None:
+    seen = set()
+    for chapter in part1:
+        for url in FIGURE.findall(chapter.path.read_text(encoding="utf-8")):
+            seen.add(url)
+            path = ROOT / url.lstrip("/")
+            assert path.is_file(), f"{chapter.path.name} shows missing figure {url}"
+            svg = path.read_text(encoding="utf-8")
+            xml.dom.minidom.parseString(svg)
+            assert "currentColor" in svg and "<title>" in svg
+            assert not re.search(r'fill="(#fff|#ffffff|white|black|#000)"', svg, re.I)
+            assert "background" not in svg
+    assert len(seen) >= 8
+
+
+def test_every_measured_number_is_a_known_placeholder(part1: list[Chapter]) -> None:
+    bench = _bench()
+    cpu_rows = {row for row, *_ in bench.CPU_ROWS}
+    gpu_rows = {row for row, *_ in bench.GPU_ROWS} | set(bench.GPU_BASELINES)
+    found = 0
+    for chapter in part1:
+        for file, row, field in PLACEHOLDER.findall(chapter.path.read_text(encoding="utf-8")):
+            found += 1
+            where = f"{chapter.path.name}: {file}.{row}.{field}"
+            if file == "part1_cpu":
+                if row == "ceilings":
+                    assert field in CPU_CEILING_FIELDS, where
+                else:
+                    assert row in cpu_rows and field in CPU_FIELDS, where
+            else:
+                assert file == "part1", where
+                if row == "ceilings":
+                    assert field in GPU_CEILING_FIELDS, where
+                elif row == "copy":
+                    assert field == "gbs", where
+                else:
+                    assert row in gpu_rows and field in GPU_FIELDS, where
+    assert found > 40
+
+
+def test_committed_cpu_results_have_every_row_the_chapters_quote(part1: list[Chapter]) -> None:
+    results = ROOT / "bench" / "results" / "part1_cpu.json"
+    if not results.is_file():
+        pytest.skip("bench/results/part1_cpu.json has not been produced yet")
+    data = json.loads(results.read_text())
+    assert {"meta", "ceilings"} <= set(data)
+    for chapter in part1:
+        for file, row, field in PLACEHOLDER.findall(chapter.path.read_text(encoding="utf-8")):
+            if file == "part1_cpu":
+                assert field in data[row], f"{chapter.path.name}: {row}.{field} not measured"
+
+
+def test_markdown_table_lists_rows_and_skips_meta() -> None:
+    bench = _bench()
+    rows = {
+        "meta": {"device": "a CPU"},
+        "ceilings": {"copy_gbs": 10.0},
+        "simd_sum_fastmath": {"state": "done", "gbs": 31.5, "percent_of_read": 88.0},
+    }
+    table = bench.markdown_table(rows)
+    assert "| simd_sum_fastmath | done |" in table and "88.0" in table
+    assert "a CPU" not in table
