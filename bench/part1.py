@@ -3,17 +3,18 @@
 Every kernel goes through the engine (kernels.evaluate, mode "full": checked on every test
 case, timed on the benchmark case, re-checked), exactly as a reader's Run button does.
 
-CPU (`--cpu`, any machine): calibrates the CPU ceilings several times and keeps the best
-of each (STREAM's convention: interference only ever slows a run down), saves them as this
-machine's calibration so that the engine's roofline uses the same figures, then evaluates
-the Part I CPU kernels several times each and records the median of their medians with the
-spread. Writes bench/results/part1_cpu.json.
+CPU (`--cpu`, any machine): runs several rounds; each round calibrates the CPU ceilings
+(kernels.calibrate, plus the read kernel on one core) and then evaluates every Part I CPU
+kernel once. A kernel's percentages are taken against the ceilings of its own round and the
+median over rounds is reported, with the spread of its times: on a shared machine the
+bandwidth itself drifts from minute to minute, and single runs stray both ways. The median
+ceilings are saved as this machine's calibration. Writes bench/results/part1_cpu.json.
 
 GPU (`--gpu`, needs a CUDA GPU): times a device-to-device copy as the bandwidth yardstick,
 then the transpose ladder, the reductions and vector_add/saxpy in every backend, each as
 GB/s and percent of that copy. Writes bench/results/part1.json.
 
-    python bench/part1.py --cpu [--repeats 3]
+    python bench/part1.py --cpu [--repeats 5]
     python bench/part1.py --gpu
 """
 
@@ -118,61 +119,101 @@ def _r(value: float | None, digits: int = 1) -> float | None:
 # ------------------------------------------------------------------ CPU
 
 
-def calibrate_best(repeats: int, log: Callable[[str], None]) -> tuple[Any, dict[str, Any]]:
-    """Best-of-`repeats` CPU ceilings, and every run's figures for the record."""
+def _calibrate_round() -> tuple[Any, float]:
+    """One calibration (Ceilings) and the single-core read bandwidth in bytes/s."""
     from kernels.calibrate import calibrate_cpu
 
-    runs = []
-    for i in range(repeats):
-        log(f"calibrate {i + 1}/{repeats} ...")
-        runs.append(calibrate_cpu(n=1 << 24, cap_s=0.8))
+    ceilings = calibrate_cpu(n=1 << 24, cap_s=0.8)
+    return ceilings, one_core_read()
+
+
+def one_core_read(n: int = 1 << 24) -> float:
+    """The calibration's read kernel on a single thread: what one core can pull from DRAM,
+    the fair yardstick for a single-threaded kernel."""
+    import numba
+    import numpy as np
+
+    from kernels import timing
+    from kernels.calibrate import _cpu_kernels
+
+    _, read, _ = _cpu_kernels()
+    data = np.random.default_rng(0).random(n)
+    default = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        read(data)
+        stage = timing.time_cpu(lambda: read(data), cap_s=0.8)
+    finally:
+        numba.set_num_threads(default)
+    return 8.0 * n / ((stage.median_us or 0.0) * 1e-6)
+
+
+def _ceilings_record(rounds: list[tuple[Any, float]]) -> tuple[Any, dict[str, Any]]:
+    """The median of each figure over the rounds (and its range), as Ceilings and a row."""
     fields = ("copy_bytes_per_s", "read_bytes_per_s", "fp32_flops_per_s")
-    best = runs[0].model_copy(update={f: max(getattr(r, f) for r in runs) for f in fields})
-    best.notes = f"best of {repeats} calibrations (bench/part1.py); {runs[0].notes}"
-    record: dict[str, Any] = {"device": best.device, "runs": repeats}
-    for field, unit, scale in (
-        ("copy_bytes_per_s", "copy_gbs", 1e9),
-        ("read_bytes_per_s", "read_gbs", 1e9),
-        ("fp32_flops_per_s", "fp32_gflops", 1e9),
-    ):
-        values = [getattr(r, field) / scale for r in runs]
-        record[unit] = _r(max(values))
-        record[f"{unit}_median"] = _r(statistics.median(values))
+    first = rounds[0][0]
+    middle = {f: statistics.median(getattr(c, f) for c, _ in rounds) for f in fields}
+    ceilings = first.model_copy(update=middle)
+    ceilings.notes = f"median of {len(rounds)} calibrations (bench/part1.py); {first.notes}"
+    record: dict[str, Any] = {"device": first.device, "runs": len(rounds)}
+    for field, unit in zip(fields, ("copy_gbs", "read_gbs", "fp32_gflops"), strict=True):
+        values = [getattr(c, field) / 1e9 for c, _ in rounds]
+        record[unit] = _r(statistics.median(values))
+        record[f"{unit}_max"] = _r(max(values))
         record[f"{unit}_min"] = _r(min(values))
-    record["ridge_flops_per_byte"] = _r(best.fp32_flops_per_s / best.copy_bytes_per_s)
-    return best, record
+    one_core = [bps / 1e9 for _, bps in rounds]
+    record["read_gbs_one_core"] = _r(statistics.median(one_core))
+    record["read_gbs_one_core_max"] = _r(max(one_core))
+    record["read_gbs_one_core_min"] = _r(min(one_core))
+    record["ridge_flops_per_byte"] = _r(ceilings.fp32_flops_per_s / ceilings.copy_bytes_per_s)
+    return ceilings, record
 
 
-def _cpu_row(
-    problem: str, file: str, threads: int | None, repeats: int, cap_s: float, ceilings: Any
-) -> dict[str, Any]:
+def _time_row(problem: str, file: str, threads: int | None, cap_s: float) -> Any:
+    """One engine evaluation with Numba's pool set to `threads` (None: the default)."""
     import numba
 
+    default = numba.get_num_threads()
+    try:
+        numba.set_num_threads(threads or default)
+        return _evaluate(problem, "numba-cpu", file, cap_s)
+    finally:
+        numba.set_num_threads(default)
+
+
+def _cpu_row(problem: str, runs: list[tuple[Any, Any, float]]) -> dict[str, Any]:
+    """Figures of one kernel from its runs: (result, round's ceilings, round's one-core read).
+
+    Percentages are taken against the ceilings measured in the same round, then the median
+    over rounds is reported, so that a machine whose bandwidth drifts does not skew them."""
     from kernels import formula, roofline
     from kernels.catalog import get_problem
 
-    default = numba.get_num_threads()
-    medians: list[float] = []
-    last: Any = None
-    try:
-        numba.set_num_threads(threads or default)
-        for _ in range(repeats):
-            last = _evaluate(problem, "numba-cpu", file, cap_s)
-            if last.state.value != "done" or not last.timing or not last.timing.median_us:
-                return {"state": last.state.value, "message": last.message}
-            medians.append(last.timing.median_us)
-    finally:
-        numba.set_num_threads(default)
+    for result, _, _ in runs:
+        if result.state.value != "done" or not result.timing or not result.timing.median_us:
+            return {"state": result.state.value, "message": result.message}
     spec = get_problem(problem)
-    params = dict(last.timing.params)
-    flops = float(formula.evaluate(spec.flops, params))
-    nbytes = float(formula.evaluate(spec.bytes, params))
+    last = runs[-1][0].timing
+    flops = float(formula.evaluate(spec.flops, dict(last.params)))
+    nbytes = float(formula.evaluate(spec.bytes, dict(last.params)))
+    medians = [r.timing.median_us for r, _, _ in runs]
     median = statistics.median(medians)
-    place = roofline.place(flops, nbytes, median, ceilings, spec.compute_ceiling)
+
+    def pct(of: Callable[[Any, float, float], float]) -> float | None:
+        return _r(statistics.median(100.0 * of(c, one, r.timing.median_us) for r, c, one in runs))
+
+    def rate(t_us: float) -> float:
+        return nbytes / (t_us * 1e-6)
+
+    def share_of_roof(ceilings: Any, t_us: float) -> float:
+        placed = roofline.place(flops, nbytes, t_us, ceilings, spec.compute_ceiling)
+        return placed.percent_of_roofline / 100.0 if placed else float("nan")
+
+    place = roofline.place(flops, nbytes, median, runs[-1][1], spec.compute_ceiling)
     return {
         "state": "done",
-        "case": last.timing.case,
-        "threads": last.timing.threads,
+        "case": last.case,
+        "threads": last.threads,
         "median_us": _r(median),
         "fastest_us": _r(min(medians)),
         "slowest_us": _r(max(medians)),
@@ -180,27 +221,38 @@ def _cpu_row(
         "runs": len(medians),
         "gbs": _r(nbytes / median / 1e3),
         "gflops": _r(flops / median / 1e3),
-        "percent_of_roofline": _r(place.percent_of_roofline) if place else None,
-        "percent_of_read": _r(100.0 * nbytes / (median * 1e-6) / ceilings.read_bytes_per_s),
-        "percent_of_copy": _r(100.0 * nbytes / (median * 1e-6) / ceilings.copy_bytes_per_s),
+        "percent_of_roofline": pct(lambda c, one, t: share_of_roof(c, t)),
+        "percent_of_read": pct(lambda c, one, t: rate(t) / c.read_bytes_per_s),
+        "percent_of_one_core_read": pct(lambda c, one, t: rate(t) / one),
+        "percent_of_copy": pct(lambda c, one, t: rate(t) / c.copy_bytes_per_s),
         "bound": place.bound if place else None,
     }
 
 
 def measure_cpu(repeats: int, cap_s: float, log: Callable[[str], None]) -> dict[str, Any]:
+    """`repeats` rounds; each calibrates, then evaluates every kernel once."""
     import numba
 
     from kernels import roofline
 
     load_before = os.getloadavg()
-    best, record = calibrate_best(repeats, log)
-    roofline.save_ceilings(best)
+    rounds: list[tuple[Any, float]] = []
+    runs: dict[str, list[tuple[Any, Any, float]]] = {name: [] for name, *_ in CPU_ROWS}
+    for k in range(repeats):
+        log(f"round {k + 1}/{repeats}: calibrate ...")
+        ceilings, one_core = _calibrate_round()
+        rounds.append((ceilings, one_core))
+        for name, problem, stem, threads in CPU_ROWS:
+            log(f"round {k + 1}/{repeats}: {name} ...")
+            result = _time_row(problem, stem + CPU_SUFFIX, threads, cap_s)
+            runs[name].append((result, ceilings, one_core))
+    median_ceilings, record = _ceilings_record(rounds)
+    roofline.save_ceilings(median_ceilings)
     rows: dict[str, Any] = {"ceilings": record}
-    for name, problem, stem, threads in CPU_ROWS:
-        log(f"{name} ...")
-        rows[name] = _cpu_row(problem, stem + CPU_SUFFIX, threads, repeats, cap_s, best)
+    for name, problem, *_ in CPU_ROWS:
+        rows[name] = _cpu_row(problem, runs[name])
     rows["meta"] = {
-        "device": best.device,
+        "device": median_ceilings.device,
         "cpus": os.cpu_count(),
         "numba_threads": numba.get_num_threads(),
         "numba": numba.__version__,
@@ -230,7 +282,7 @@ def copy_bandwidth(size_bytes: int = 1 << 30, cap_s: float = 2.0) -> float:
         lambda: rt.memcpyAsync(dst.data.ptr, src.data.ptr, size_bytes, rt.memcpyDeviceToDevice, 0),
         cap_s=cap_s,
     )
-    return 2.0 * size_bytes / (stage.median_us * 1e-6)
+    return 2.0 * size_bytes / ((stage.median_us or 0.0) * 1e-6)
 
 
 def _gpu_row(result: Any, copy_bps: float) -> dict[str, Any]:
@@ -245,6 +297,7 @@ def _gpu_row(result: Any, copy_bps: float) -> dict[str, Any]:
         median_us=_r(t.median_us),
         iqr_us=_r(t.iqr_us),
         reps=t.reps,
+        bytes=rl.bytes,
         gbs=_r(rl.achieved_bytes_per_s / 1e9, 0),
         percent_of_copy=_r(100.0 * rl.achieved_bytes_per_s / copy_bps),
         percent_of_roofline=_r(rl.percent_of_roofline),
@@ -258,10 +311,10 @@ def _gpu_row(result: Any, copy_bps: float) -> dict[str, Any]:
 
 
 def _baseline_row(row: dict[str, Any], copy_bps: float) -> dict[str, Any] | None:
-    base_us, med, gbs = row.get("baseline_us"), row.get("median_us"), row.get("gbs")
-    if not base_us or not med or not gbs:
+    base_us, nbytes = row.get("baseline_us"), row.get("bytes")
+    if not base_us or not nbytes:
         return None
-    base_gbs = gbs * med / base_us
+    base_gbs = nbytes / base_us / 1e3
     return {
         "state": "done",
         "case": row.get("case"),
@@ -311,8 +364,16 @@ def measure_gpu(cap_s: float, log: Callable[[str], None]) -> dict[str, Any]:
 
 
 def markdown_table(rows: dict[str, Any]) -> str:
-    keys = ("state", "median_us", "gbs", "gflops", "percent_of_roofline", "percent_of_copy")
-    keys += ("percent_of_read",)
+    keys = (
+        "state",
+        "median_us",
+        "gbs",
+        "gflops",
+        "percent_of_roofline",
+        "percent_of_copy",
+        "percent_of_read",
+        "percent_of_one_core_read",
+    )
     extra = ("fastest_us", "slowest_us", "threads")
     lines = ["| row | " + " | ".join(keys + extra) + " |", "|---" * (len(keys + extra) + 1) + "|"]
     for name, row in rows.items():
@@ -328,7 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--cpu", action="store_true", help="measure the CPU kernels here")
     which.add_argument("--gpu", action="store_true", help="measure the GPU kernels (needs a GPU)")
-    parser.add_argument("--repeats", type=int, default=3, help="CPU: evaluations per kernel")
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="CPU: rounds of calibration + every kernel"
+    )
     parser.add_argument("--cap", type=float, default=1.0, help="timing cap per run, seconds")
     parser.add_argument("--out", type=Path, default=None, help="results JSON to write")
     args = parser.parse_args(argv)

@@ -171,11 +171,12 @@ def _fma_peak(threads: int, cap_s: float) -> tuple[float, int]:
         fma = _fma_kernel(width)
         # The same FLOP count for every width: fewer iterations for more chains.
         iters = 20000 * 64 // width
-        stage = timing.time_cpu(
-            lambda fma=fma, iters=iters: fma(out, iters, np.float32(0.999), np.float32(0.001)),
-            cap_s=cap_s / len(FMA_WIDTHS),
-        )
-        rate = 2.0 * width * iters * out.shape[0] / (stage.median_us * 1e-6)
+
+        def run(fma=fma, iters=iters) -> None:  # type: ignore[no-untyped-def]
+            fma(out, iters, np.float32(0.999), np.float32(0.001))
+
+        stage = timing.time_cpu(run, cap_s=cap_s / len(FMA_WIDTHS))
+        rate = 2.0 * width * iters * out.shape[0] / ((stage.median_us or 0.0) * 1e-6)
         if rate > best:
             best, best_width = rate, width
     return best, best_width

@@ -42,9 +42,16 @@ CPU_FIELDS = {
     "threads",
     "percent_of_roofline",
     "percent_of_read",
+    "percent_of_one_core_read",
     "percent_of_copy",
 }
-CPU_CEILING_FIELDS = {"copy_gbs", "read_gbs", "fp32_gflops", "ridge_flops_per_byte"}
+CPU_CEILING_FIELDS = {
+    "copy_gbs",
+    "read_gbs",
+    "read_gbs_one_core",
+    "fp32_gflops",
+    "ridge_flops_per_byte",
+}
 GPU_FIELDS = {"gbs", "percent_of_copy", "percent_of_roofline", "median_us", "iqr_us", "reps"}
 GPU_CEILING_FIELDS = {"copy_gbs", "fp32_gflops", "ridge_flops_per_byte", "source"}
 
@@ -202,3 +209,53 @@ def test_markdown_table_lists_rows_and_skips_meta() -> None:
     table = bench.markdown_table(rows)
     assert "| simd_sum_fastmath | done |" in table and "88.0" in table
     assert "a CPU" not in table
+
+
+def test_gpu_measurement_writes_every_row_the_chapters_quote(
+    monkeypatch: pytest.MonkeyPatch, part1: list[Chapter]
+) -> None:
+    """The GPU half of the bench, with the engine and the device replaced by fakes: every row
+    and field a chapter quotes from part1.json comes out of measure_gpu."""
+    import kernels.sysinfo
+    from kernels.models import RooflineStage, RunResult, RunState, TimingStage
+
+    bench = _bench()
+
+    def fake_evaluate(problem: str, backend: str, file: str, cap_s: float) -> RunResult:
+        return RunResult(
+            job_id="fake",
+            problem=problem,
+            backend=backend,
+            state=RunState.done,
+            timing=TimingStage(timed=True, case="bench", median_us=100.0, iqr_us=1.0, reps=10),
+            roofline=RooflineStage(
+                flops=0.0,
+                bytes=3.0e8,
+                intensity_flops_per_byte=0.0,
+                achieved_flops_per_s=0.0,
+                achieved_bytes_per_s=3.0e12,
+                memory_ceiling_bytes_per_s=4.0e12,
+                compute_ceiling_flops_per_s=6.0e13,
+                compute_ceiling_name="FP32",
+                ridge_flops_per_byte=15.0,
+                bound="memory",
+                attainable_flops_per_s=0.0,
+                percent_of_roofline=75.0,
+                ceilings_source="calibrated",
+                device="NVIDIA H200",
+                baseline_median_us=120.0,
+            ),
+        )
+
+    monkeypatch.setattr(bench, "_evaluate", fake_evaluate)
+    monkeypatch.setattr(bench, "copy_bandwidth", lambda: 4.0e12)
+    facts = {"device": "NVIDIA H200", "cuda": "13.0", "driver": "13.0"}
+    monkeypatch.setattr(kernels.sysinfo, "gpu_facts", lambda: facts)
+    rows = bench.measure_gpu(1.0, log=lambda _msg: None)
+    assert rows["copy"]["gbs"] == 4000.0
+    assert rows["transpose_naive"]["percent_of_copy"] == 75.0
+    assert rows["sum_baseline"]["gbs"] == 2500.0  # 3e8 bytes in 120 µs
+    for chapter in part1:
+        for file, row, field in PLACEHOLDER.findall(chapter.path.read_text(encoding="utf-8")):
+            if file == "part1":
+                assert field in rows[row], f"{chapter.path.name}: {row}.{field} never written"

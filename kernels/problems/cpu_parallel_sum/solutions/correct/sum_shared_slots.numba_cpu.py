@@ -1,7 +1,8 @@
-# Correct, and slow on more than one core: each thread adds straight into partial[c], and
-# the compiler keeps a store to memory in every iteration. The threads' slots are 8 bytes
-# apart, inside one 64-byte cache line, so the cores keep stealing that line from each
-# other (false sharing) although no two threads ever touch the same element.
+# Correct, and slow: each thread adds straight into partial[c], one dependency chain with a
+# store to memory in every iteration. The threads' slots are 8 bytes apart, inside one
+# 64-byte cache line, so every store needs the line back from the other core (false
+# sharing), although no two threads ever touch the same element. How much that costs on
+# top of the chain depends on the machine; sum_padded_slots is the same code without it.
 import numba
 import numpy as np
 
