@@ -73,7 +73,7 @@ class RunJob(_Model):
     launch: LaunchOverride | None = None
     seed: int = 0
     # Upper bound on the time spent in the adaptive timing loop of one case.
-    timing_cap_s: float = 2.0
+    timing_cap_s: float = 0.3
     user: str | None = None
     # Where the job may run (distributed mode): a compute capability it needs, such as
     # "sm90", and a device model the user picked, such as "H200". None: any suitable.
