@@ -119,16 +119,16 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, tol: Tolerance) ->
         max_rel = float(scale.max()) if scale.size else 0.0
         return {"ok": True, "max_abs_err": max_abs, "max_rel_err": max_rel, "mismatches": 0}
     finite = np.isfinite(diff)
-    max_abs = float(diff[finite].max()) if finite.any() else None
+    worst_abs = float(diff[finite].max()) if finite.any() else None
     rel = diff[finite] / np.maximum(scale[finite], 1e-30)
-    max_rel = float(rel.max()) if rel.size else None
+    worst_rel = float(rel.max()) if rel.size else None
     idx = np.unravel_index(int(np.argmax(bad)), bad.shape)
     g, e = float(got64[idx]), float(exp64[idx])
     unwritten = " (never written: still NaN)" if np.isnan(g) else ""
     return {
         "ok": False,
-        "max_abs_err": max_abs,
-        "max_rel_err": max_rel,
+        "max_abs_err": worst_abs,
+        "max_rel_err": worst_rel,
         "mismatches": nbad,
         "first_mismatch_index": [int(i) for i in idx],
         "expected": e,

@@ -6,7 +6,6 @@ lowering errors surface in launch() and are reported as compile errors there.
 
 from __future__ import annotations
 
-import importlib.metadata
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -34,11 +33,7 @@ def _numba_available() -> bool:
     return True
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+_version = pysource.version
 
 
 def _compiler() -> str:
@@ -104,15 +99,10 @@ class NumbaCpuBackend(Backend):
         self, source: str, kernel_name: str, workdir: Path
     ) -> tuple[CompileStage, CompiledKernel | None]:
         compiler = _compiler()
-        loaded, failure = pysource.load_source(source, workdir, compiler)
-        if failure is not None or loaded is None:
-            return failure or pysource.failed_stage("could not load the source"), None
-        obj, failure = pysource.lookup(loaded.module, kernel_name, compiler)
-        if failure is not None:
-            return failure, None
-        failure = _check_kind(kernel_name, obj, compiler)
-        if failure is not None:
-            return failure, None
+        found = pysource.load_kernel(source, kernel_name, workdir, compiler, _check_kind)
+        if isinstance(found, CompileStage):
+            return found, None
+        loaded, obj = found
         stage = CompileStage(
             ok=True,
             log=f"loaded {kernel_name}; Numba compiles it at the first call, for its arguments",

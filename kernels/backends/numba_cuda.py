@@ -13,7 +13,6 @@ Python exceptions instead; launch() reports those as compile errors too.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import re
 import threading
@@ -94,11 +93,7 @@ def _simulating() -> bool:
     return bool(getattr(_config(), "ENABLE_CUDASIM", 0))
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+_version = pysource.version
 
 
 def _compiler() -> str:
@@ -245,15 +240,10 @@ class NumbaCudaBackend(Backend):
     ) -> tuple[CompileStage, CompiledKernel | None]:
         _prepare()  # before the learner's `from numba import cuda`
         compiler = _compiler()
-        loaded, failure = pysource.load_source(source, workdir, compiler)
-        if failure is not None or loaded is None:
-            return failure or pysource.failed_stage("could not load the source"), None
-        obj, failure = pysource.lookup(loaded.module, kernel_name, compiler)
-        if failure is not None:
-            return failure, None
-        failure = _check_kind(kernel_name, obj, compiler)
-        if failure is not None:
-            return failure, None
+        found = pysource.load_kernel(source, kernel_name, workdir, compiler, _check_kind)
+        if isinstance(found, CompileStage):
+            return found, None
+        loaded, obj = found
         simulated = _simulating()
         when = "runs it in the simulator" if simulated else "compiles it at the first launch"
         stage = CompileStage(

@@ -9,6 +9,7 @@ Every compile gets a fresh module under a unique name that is taken out of
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import inspect
 import re
@@ -16,7 +17,7 @@ import sys
 import time
 import traceback
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -353,3 +354,32 @@ def numba_error(
     ]
     message = f"{type(exc).__name__}: {clean_message(chr(10).join(kept))}"
     return deferred_error(exc, path, compiler, message=message, line=line, note=note)
+
+
+KindCheck = Callable[[str, Any, str], "CompileStage | None"]
+
+
+def load_kernel(
+    source: str, kernel_name: str, workdir: Path, compiler: str, check_kind: KindCheck
+) -> tuple[LoadedSource, Any] | CompileStage:
+    """Load the learner's module, find `kernel_name` in it and check what kind of object it is.
+
+    Every Python backend starts its compile() this way; a failed stage is returned as is.
+    """
+    loaded, failure = load_source(source, workdir, compiler)
+    if failure is not None or loaded is None:
+        return failure or failed_stage("could not load the source")
+    obj, failure = lookup(loaded.module, kernel_name, compiler)
+    if failure is None:
+        failure = check_kind(kernel_name, obj, compiler)
+    if failure is not None:
+        return failure
+    return loaded, obj
+
+
+def version(dist: str) -> str | None:
+    """An installed distribution's version, or None."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None

@@ -12,7 +12,6 @@ Triton reads a kernel's source with `inspect`, which is why the source is a real
 
 from __future__ import annotations
 
-import importlib.metadata
 import inspect
 import os
 from pathlib import Path
@@ -52,11 +51,7 @@ def _interpreting() -> bool:
         return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
+_version = pysource.version
 
 
 def _compiler() -> str:
@@ -258,15 +253,10 @@ class TritonBackend(Backend):
     ) -> tuple[CompileStage, CompiledKernel | None]:
         interpreted = _interpreting()  # switches the interpreter on before `import triton`
         compiler = _compiler()
-        loaded, failure = pysource.load_source(source, workdir, compiler)
-        if failure is not None or loaded is None:
-            return failure or pysource.failed_stage("could not load the source"), None
-        obj, failure = pysource.lookup(loaded.module, kernel_name, compiler)
-        if failure is not None:
-            return failure, None
-        failure = _check_kind(kernel_name, obj, compiler)
-        if failure is not None:
-            return failure, None
+        found = pysource.load_kernel(source, kernel_name, workdir, compiler, _check_kind)
+        if isinstance(found, CompileStage):
+            return found, None
+        loaded, obj = found
         when = "runs it in the interpreter" if interpreted else "compiles it at the first launch"
         stage = CompileStage(
             ok=True,
