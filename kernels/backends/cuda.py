@@ -14,7 +14,6 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -28,6 +27,13 @@ from kernels.backends.base import (
     KernelError,
     LaunchSpec,
     register,
+)
+from kernels.backends.cuda_source import (
+    kernel_base_name,
+    kernel_name_problem,
+    kernel_parameters,
+    normalise_arch,
+    not_found_message,
 )
 from kernels.backends.nvtools import (
     KERNEL_FILE,
@@ -50,90 +56,6 @@ NVCC_TIMEOUT_S = 60.0
 _CACHE_FORMAT = "1"
 _NVRTC_OPTIONS = ("-std=c++17", "--generate-line-info")
 _STATIC_SMEM_DEFAULT = 48 * 1024
-
-
-def normalise_arch(value: str) -> str:
-    """'90', '9.0', 'sm_90' and 'compute_90a' become 'sm_90' / 'sm_90a'."""
-    v = value.strip().lower().removeprefix("sm_").removeprefix("compute_").replace(".", "")
-    if not re.fullmatch(r"\d{2,3}[af]?", v):
-        raise ValueError(f"not a CUDA architecture: {value!r} (try sm_90)")
-    return f"sm_{v}"
-
-
-def kernel_base_name(kernel_name: str) -> str:
-    """'ns::sgemm<64, 64>' -> 'sgemm': the identifier the source must define."""
-    bare = kernel_name.split("<", 1)[0].strip()
-    return bare.rsplit("::", 1)[-1].strip()
-
-
-def not_found_message(kernel_name: str) -> str:
-    base = kernel_base_name(kernel_name)
-    return (
-        f"kernel '{kernel_name}' not found: this problem launches a __global__ function "
-        f"named '{base}' (e.g. extern \"C\" __global__ void {base}(...)); check its spelling"
-    )
-
-
-def kernel_name_problem(kernel_name: str) -> Callable[[str], str]:
-    """Words for a compiler error about the kernel's name rather than the learner's code."""
-
-    def describe(message: str) -> str:
-        if "undefined" in message or "not found" in message:
-            return not_found_message(kernel_name)
-        return f"kernel '{kernel_name}': {message}"
-
-    return describe
-
-
-_COMMENT_OR_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|//[^\n]*|/\*.*?\*/', re.S)
-
-
-def _strip_comments(source: str) -> str:
-    def blank(m: re.Match[str]) -> str:
-        text = m.group(0)
-        return text if text.startswith('"') else re.sub(r"[^\n]", " ", text)
-
-    return _COMMENT_OR_STRING.sub(blank, source)
-
-
-def _split_top_level(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "(<[{":
-            depth += 1
-        elif ch in ")>]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts if p.strip()]
-
-
-def kernel_parameters(source: str, kernel_name: str) -> list[str] | None:
-    """Parameter names of the __global__ function `kernel_name`, read from the source."""
-    code = _strip_comments(source)
-    base = re.escape(kernel_base_name(kernel_name))
-    for glob in re.finditer(r"\b__global__\b", code):
-        found = re.compile(rf"\b{base}\s*\(").search(code, glob.end())
-        if found is None or re.search(r"[;{}]", code[glob.end() : found.start()]):
-            continue
-        depth, end = 0, found.end() - 1
-        for end in range(found.end() - 1, len(code)):
-            depth += {"(": 1, ")": -1}.get(code[end], 0)
-            if depth == 0:
-                break
-        params = _split_top_level(code[found.end() : end])
-        if params == ["void"]:
-            return []
-        names = []
-        for i, param in enumerate(params):
-            decl = re.sub(r"\[[^\]]*\]", "", param.split("=", 1)[0]).strip()
-            ident = re.search(r"([A-Za-z_]\w*)\s*$", decl)
-            typed = ident and len(decl.split()) > 1 or "*" in decl or "&" in decl
-            names.append(ident.group(1) if ident and typed else f"arg{i}")
-        return names
-    return None
 
 
 @lru_cache(maxsize=1)
