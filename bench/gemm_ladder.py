@@ -20,7 +20,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -64,15 +63,9 @@ def ladder_files() -> list[tuple[str, Path]]:
 
 
 def _commit() -> str:
-    if os.environ.get("KPLAY_COMMIT"):
-        return os.environ["KPLAY_COMMIT"]
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        )
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
+    from bench.benchlib import commit
+
+    return commit()
 
 
 def _evaluate(problem: str, source: str, cap_s: float) -> Any:

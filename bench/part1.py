@@ -25,7 +25,6 @@ import datetime as dt
 import json
 import os
 import statistics
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -88,15 +87,9 @@ GPU_BASELINES = {
 
 
 def _commit() -> str:
-    if os.environ.get("KPLAY_COMMIT"):
-        return os.environ["KPLAY_COMMIT"]
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        )
-        return out.stdout.strip() or "unknown"
-    except OSError:
-        return "unknown"
+    from bench.benchlib import commit
+
+    return commit()
 
 
 def _today() -> str:
