@@ -28,6 +28,8 @@ class CellView:
     card: RunCard | None
     history: HistoryView
     hints: list[str] = field(default_factory=list)
+    # (queue slug, name) of GPU models a run may be sent to; empty unless two or more are up.
+    devices: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def data(self) -> dict[str, Any]:

@@ -51,6 +51,7 @@ def run_cell(
     num_warps: FormText = "",
     num_stages: FormText = "",
     constants: FormText = "",
+    device: FormText = "",
 ) -> Response:
     try:
         cell = services.book.cell(cell_id)
@@ -58,7 +59,7 @@ def run_cell(
         return _error_card(request, services, 404, f"unknown cell {cell_id!r}")
     try:
         launch = override_from_form(grid, block, shared_mem_bytes, num_warps, num_stages, constants)
-        req = RunRequest(cell.problem, backend, source, cell.id, launch)
+        req = RunRequest(cell.problem, backend, source, cell.id, launch, device=device or None)
         run = runs.create(req, user)
     except LaunchInputError as exc:
         return _error_card(request, services, 422, f"launch fields: {exc}")

@@ -7,6 +7,7 @@ from app.contexts import CellView, ChapterPage, HistoryView, TocPage
 from app.db.models import Run
 from app.services import history as hist
 from app.services.cards import RunCard, build_card
+from app.services.devices import device_choices
 from app.services.problems import offers
 from app.services.records import is_final
 from app.services.runs import RunService
@@ -56,7 +57,12 @@ def _history(svc: RunService, cell_id: str, runs: list[Run], total: int) -> Hist
     return HistoryView(cell=cell_id, attempts=attempts, total=total)
 
 
-def cell_view(svc: RunService, spec: CellSpec, user: str) -> CellView:
+def cell_view(
+    svc: RunService,
+    spec: CellSpec,
+    user: str,
+    devices: list[tuple[str, str]] | None = None,
+) -> CellView:
     """One cell with its latest card and attempts, from one history query."""
     problem = svc.catalog[spec.problem]
     runs = svc.history(spec.id, user, limit=_window(svc))
@@ -74,14 +80,17 @@ def cell_view(svc: RunService, spec: CellSpec, user: str) -> CellView:
         card=card,
         history=_history(svc, spec.id, runs, total),
         hints=list(problem.hints),
+        devices=list(devices or []),
     )
 
 
 def chapter_page(book: Book, svc: RunService, slug: str, user: str) -> ChapterPage:
     chapter = book.chapter(slug)
     before, after = book.neighbours(slug)
+    devices = device_choices(svc.executor)
     segments = [
-        seg if isinstance(seg, str) else cell_view(svc, seg, user) for seg in chapter.segments
+        seg if isinstance(seg, str) else cell_view(svc, seg, user, devices)
+        for seg in chapter.segments
     ]
     return ChapterPage(
         title=chapter.title, chapter=chapter, previous=before, next=after, segments=segments

@@ -196,7 +196,7 @@
 
   Cell.prototype.stashLaunch = function () {
     var values = {};
-    this.form.querySelectorAll(".launch-field input").forEach(function (input) {
+    this.form.querySelectorAll(".launch-field input, .launch-field select").forEach(function (input) {
       values[input.name] = input.value;
     });
     this.launchValues[this.backend] = values;
@@ -239,11 +239,11 @@
     };
     var shown = 0;
     this.form.querySelectorAll(".launch-field").forEach(function (field) {
-      var input = field.querySelector("input");
+      var input = field.querySelector("input, select");
       var applies = (field.getAttribute("data-launch-for") || "").split(" ").indexOf(backend) >= 0;
       field.hidden = !applies;
       input.disabled = !applies;
-      input.placeholder = placeholders[input.name] || "";
+      if (input.tagName === "INPUT") input.placeholder = placeholders[input.name] || "";
       input.value = stash[input.name] || "";
       if (applies) shown += 1;
     });

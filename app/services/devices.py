@@ -1,0 +1,38 @@
+"""Which GPU models a reader may pick for a run: the ones live workers serve right now."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from workers.executor import Executor
+
+log = logging.getLogger(__name__)
+
+_GENERIC = ("gpu.any",)
+
+
+def gpu_models(devices: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(queue slug, display name) of each GPU model some live worker serves.
+
+    A worker serves `gpu.<model>` queues (e.g. `gpu.h200`) besides `gpu.any` and
+    `gpu.sm<cc>`; the slug is what a run's `device` field routes by.
+    """
+    found: dict[str, str] = {}
+    for worker in devices:
+        for queue in worker.get("queues") or ():
+            if not queue.startswith("gpu.") or queue in _GENERIC or queue[4:6] == "sm":
+                continue
+            slug = queue[4:]
+            found.setdefault(slug, str(worker.get("device") or slug.upper()))
+    return sorted(found.items(), key=lambda item: item[1])
+
+
+def device_choices(executor: Executor) -> list[tuple[str, str]]:
+    """The choices worth offering: none unless at least two GPU models are up."""
+    try:
+        models = gpu_models(executor.devices())
+    except Exception:  # noqa: BLE001 - a picker is a nicety; the broker may be away
+        log.exception("could not list the devices")
+        return []
+    return models if len(models) > 1 else []
