@@ -216,6 +216,8 @@ class WorkerPool:
             try:
                 child = self._start_child()
             except ChildStartError as exc:
+                if self._closed:
+                    return  # the pool closed while this child started: nothing went wrong
                 self._start_error = str(exc)
                 log.error("%s; retrying in %.1f s", exc, delay)
                 time.sleep(delay)
