@@ -35,6 +35,14 @@ ROW_FIELDS = {
     "commit",
 }
 META_FIELDS = {"device", "date", "commit", "cuda", "driver", "command", "case"}
+# The exercises whose reference solution is a rung of the FP32 ladder, and that rung.
+LADDER_EXERCISES = {
+    "gemm_coalesce": "gemm_02_coalesced.cu",
+    "gemm_smem_tiling": "gemm_03_smem_tiling.cu",
+    "gemm_blocktile_2d": "gemm_05_blocktile_2d.cu",
+    "gemm_vectorized": "gemm_06_vectorized.cu",
+    "gemm_warptile": "gemm_07_warptile.cu",
+}
 
 
 def _ladder_module() -> ModuleType:
@@ -80,9 +88,10 @@ def test_part2_cells_name_real_problems_and_backends(part2: list[Chapter]) -> No
             assert set(cell.backends) <= set(spec.backends)
             assert spec.starter(cell.backend).strip()
             problems.add(cell.problem)
-    # Both guided exercises are placed in the chapters.
-    assert {"gemm_smem_tiling", "hgemm_wmma"} <= problems
-    assert catalog["gemm_smem_tiling"].exercise and catalog["hgemm_wmma"].exercise
+    # Every guided exercise is placed in the chapters.
+    exercises = {"hgemm_wmma", *LADDER_EXERCISES}
+    assert exercises <= problems
+    assert all(catalog[slug].exercise for slug in exercises)
 
 
 def test_part2_figures_exist_and_suit_both_themes(part2: list[Chapter]) -> None:
@@ -131,6 +140,20 @@ def test_the_ladder_has_seven_fp32_steps_and_the_exercise_matches_step_3() -> No
     exercise = load_catalog()["gemm_smem_tiling"].solutions("correct")
     assert [p.name for _, p in exercise] == ["gemm_03_smem_tiling.cu"]
     assert exercise[0][1].read_text() == (SGEMM_CORRECT / "gemm_03_smem_tiling.cu").read_text()
+
+
+@pytest.mark.parametrize("slug", sorted(LADDER_EXERCISES))
+def test_ladder_exercise_reference_is_the_measured_rung(slug: str) -> None:
+    spec = load_catalog()[slug]
+    assert spec.exercise and spec.backends == ["cuda"]
+    rung = LADDER_EXERCISES[slug]
+    correct = spec.solutions("correct")
+    assert [p.name for _, p in correct] == [rung]
+    assert correct[0][1].read_bytes() == (SGEMM_CORRECT / rung).read_bytes()
+    assert spec.solutions("wrong"), f"{slug} has no wrong solution"
+    starter = spec.starter("cuda")
+    assert "TODO" in starter and "kplay:" in starter
+    assert all(t.percent_of_baseline for t in spec.tiers)
 
 
 def test_ladder_chart_and_table_draw_with_and_without_results() -> None:
