@@ -128,8 +128,27 @@ def load_problem(folder: Path | str) -> ProblemSpec:
         raise ProblemLoadError(toml_path, _field_path(first["loc"]), first["msg"]) from None
     _check_spec(spec, folder)
     spec._folder = folder.resolve()
-    spec._reference = _load_reference(folder / "reference.py", spec.slug)
+    spec._reference = _load_reference(_reference_path(spec, folder), spec.slug)
     return spec
+
+
+def _reference_path(spec: ProblemSpec, folder: Path) -> Path:
+    if spec.reference_from is None:
+        return folder / "reference.py"
+    shared = folder.parent / spec.reference_from / "reference.py"
+    if (folder / "reference.py").exists():
+        raise ProblemLoadError(
+            folder / "problem.toml",
+            "reference_from",
+            "the folder has its own reference.py as well; keep one of the two",
+        )
+    if not shared.is_file():
+        raise ProblemLoadError(
+            folder / "problem.toml",
+            "reference_from",
+            f"no problem {spec.reference_from!r} with a reference.py beside this folder",
+        )
+    return shared
 
 
 def problem_dirs(root: Path | None = None) -> list[Path]:

@@ -107,6 +107,9 @@ class ProblemSpec(_Strict):
     tiers: list[Tier] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     exercise: bool = False
+    # An exercise that states the same computation as another problem shares its
+    # reference.py instead of carrying a copy: the slug of that problem.
+    reference_from: str | None = None
 
     _folder: Path | None = PrivateAttr(default=None)
     _reference: ModuleType | None = PrivateAttr(default=None)

@@ -71,3 +71,17 @@ def test_loader_reports_invalid_toml(broken: Path):
     (broken / "problem.toml").write_text("title = \n")
     with pytest.raises(ProblemLoadError, match="not valid TOML"):
         load_problem(broken)
+
+
+def test_an_exercise_can_share_the_reference_of_the_problem_it_restates(tmp_path: Path):
+    exercise = tmp_path / "gemm_coalesce"
+    shutil.copytree(PROBLEMS_DIR / "gemm_coalesce", exercise)
+    with pytest.raises(ProblemLoadError) as err:
+        load_problem(exercise)  # no sgemm beside it
+    assert err.value.field == "reference_from" and "sgemm" in str(err.value)
+    shutil.copytree(PROBLEMS_DIR / "sgemm", tmp_path / "sgemm")
+    spec = load_problem(exercise)
+    assert callable(spec.reference.generate) and spec.reference_from == "sgemm"
+    shutil.copy(PROBLEMS_DIR / "sgemm" / "reference.py", exercise / "reference.py")
+    with pytest.raises(ProblemLoadError, match="keep one of the two"):
+        load_problem(exercise)
