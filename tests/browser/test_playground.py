@@ -172,6 +172,12 @@ def test_write_run_and_read_the_card(server: str, browser: object) -> None:
     _wait_new_final_card(page, CELL, before)
     verdict = page.locator(f"{CELL} .verdict").inner_text()
     assert "Correct" in verdict, page.locator(f"{CELL} [data-run-card]").inner_text()
+    # The verdict is announced by the script that activates the swapped-in card.
+    page.wait_for_function(
+        "sel => (document.querySelector(sel)?.textContent || '').length > 0",
+        arg=f"{CELL} [data-announce]",
+        timeout=5_000,
+    )
     spoken = page.locator(f"{CELL} [data-announce]").text_content() or ""
     assert spoken.startswith("Run finished: Correct. median")
     page.wait_for_selector(f"{CELL} .roofline-chart svg")
