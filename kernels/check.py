@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from kernels import formula
-from kernels.arrays import ArrayOps, scalar
+from kernels.arrays import ArrayOps, poison_value, scalar
 from kernels.models import CaseCheck
 from kernels.problem import Case, ProblemSpec, Tolerance
 
@@ -86,8 +86,6 @@ def reset_outputs(prepared: PreparedCase, ops: ArrayOps, problem: ProblemSpec) -
         ops.fill(prepared.device[name], 0)
     for name in prepared.poisoned:
         arg = problem.arg(name)
-        from kernels.arrays import poison_value
-
         ops.fill(prepared.device[name], poison_value(np.dtype(arg.dtype)))
     for arg in problem.args:
         if arg.role == "inout":

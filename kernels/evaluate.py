@@ -24,6 +24,7 @@ from kernels.backends.base import (
     KernelError,
     get_backend,
 )
+from kernels.backends.pysource import SOURCE_STEM
 from kernels.catalog import get_problem
 from kernels.check import InputError, run_case
 from kernels.device import prepare_cpu_fallbacks
@@ -43,11 +44,6 @@ from kernels.sysinfo import system_info
 
 Emit = Callable[[ProgressEvent], None]
 _POISONED = False
-_GPU_ERROR = re.compile(
-    r"illegal (memory )?address|unspecified launch failure|misaligned address|"
-    r"illegal instruction|CUDA_ERROR|cudaError|an illegal|launch timed out|hardware stack error",
-    re.IGNORECASE,
-)
 
 
 def context_poisoned() -> bool:
@@ -99,7 +95,7 @@ def _learner_trace(exc: BaseException, limit: int = 6) -> str:
     frames = [
         f"  line {f.lineno}: {f.line}"
         for f in traceback.extract_tb(exc.__traceback__)
-        if "kplay_src" in (f.filename or "") or (f.filename or "").endswith("kernel.cu")
+        if SOURCE_STEM in (f.filename or "") or (f.filename or "").endswith("kernel.cu")
     ]
     head = f"{type(exc).__name__}: {exc}".strip()
     return "\n".join([head, *frames[-limit:]])
@@ -254,10 +250,9 @@ def _check_and_time(run, problem, backend, cap, plan, kernel, stage, system) -> 
             RunState.runtime_error, f"problem error: {exc}", compile=stage, system=system
         )
     except Exception as exc:  # noqa: BLE001 - the learner's kernel may raise anything
-        if ops.on_gpu and _GPU_ERROR.search(str(exc)):
+        if ops.on_gpu:
+            # Any failure on a GPU may leave a sticky error in the context: retire the child.
             _POISONED = True
-        elif ops.on_gpu:
-            _POISONED = True  # any GPU-side failure may leave a sticky error behind
         msg = _learner_trace(exc)
         return run.result(
             RunState.runtime_error,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kernels import formula, roofline, timing
-from kernels.arrays import ArrayOps
+from kernels.arrays import ArrayOps, scalar
 from kernels.backends.base import Backend, CompiledKernel
 from kernels.check import generate_inputs, prepare, reset_outputs, verify
 from kernels.launch import LaunchPlan
@@ -96,8 +96,6 @@ def _recheck(problem, prepared, ops, launch, seed) -> CaseCheck:  # type: ignore
     prepared.host_inputs = fresh
     for i, arg in enumerate(problem.args):
         if arg.role == "scalar":
-            from kernels.arrays import scalar
-
             prepared.args[i] = scalar(fresh[arg.name], arg.dtype)
     reset_outputs(prepared, ops, problem)
     launch(prepared.args)

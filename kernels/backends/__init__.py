@@ -26,9 +26,4 @@ __all__ = [
 
 # Each backend module is imported for its @register side effect. They import their
 # heavy libraries lazily, so this stays cheap.
-for _mod in ("cuda", "numba_cuda", "triton_backend", "numba_cpu"):
-    try:
-        __import__(f"kernels.backends.{_mod}")
-    except ModuleNotFoundError as _exc:  # pragma: no cover - a module not written yet
-        if _exc.name != f"kernels.backends.{_mod}":
-            raise
+from kernels.backends import cuda, numba_cpu, numba_cuda, triton_backend  # noqa: E402, F401
