@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
+import weakref
 from typing import Any
 
 from workers.executor import Executor
@@ -28,11 +31,28 @@ def gpu_models(devices: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return sorted(found.items(), key=lambda item: item[1])
 
 
+# Chapter pages are rendered often and the fleet changes slowly: ask the executor (a Redis
+# round trip in distributed mode) at most once per TTL per executor.
+TTL_S = 5.0
+_cache: weakref.WeakKeyDictionary[Executor, tuple[float, list[tuple[str, str]]]] = (
+    weakref.WeakKeyDictionary()
+)
+_lock = threading.Lock()
+
+
 def device_choices(executor: Executor) -> list[tuple[str, str]]:
     """The choices worth offering: none unless at least two GPU models are up."""
+    now = time.monotonic()
+    with _lock:
+        hit = _cache.get(executor)
+        if hit is not None and now - hit[0] < TTL_S:
+            return hit[1]
     try:
         models = gpu_models(executor.devices())
     except Exception:  # noqa: BLE001 - a picker is a nicety; the broker may be away
         log.exception("could not list the devices")
-        return []
-    return models if len(models) > 1 else []
+        models = []
+    choices = models if len(models) > 1 else []
+    with _lock:
+        _cache[executor] = (now, choices)
+    return choices
