@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from app import format as fmt
 from kernels.problem import SUFFIXES, backend_for_path
 
 EXIT_BAD_INPUT = 2
@@ -15,23 +16,6 @@ EXIT_BAD_INPUT = 2
 def _fail(message: str) -> int:
     print(f"kplay: error: {message}", file=sys.stderr)
     return EXIT_BAD_INPUT
-
-
-def _fmt_time(us: float | None) -> str:
-    if us is None:
-        return "-"
-    if us >= 1000:
-        return f"{us / 1000:.3f} ms"
-    return f"{us:.2f} µs"
-
-
-def _fmt_rate(value: float | None, unit: str) -> str:
-    if not value:
-        return "-"
-    for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= scale:
-            return f"{value / scale:.2f} {prefix}{unit}"
-    return f"{value:.2f} {unit}"
 
 
 def render_result(result) -> str:  # type: ignore[no-untyped-def]
@@ -58,17 +42,18 @@ def render_result(result) -> str:  # type: ignore[no-untyped-def]
     t = result.timing
     if t is not None and t.timed:
         lines.append(
-            f"  time  median {_fmt_time(t.median_us)}  IQR {_fmt_time(t.iqr_us)}  "
-            f"mean {_fmt_time(t.mean_us)} ± {_fmt_time(t.stderr_us)}  ({t.reps} reps, {t.case})"
+            f"  time  median {fmt.duration_us(t.median_us)}  IQR {fmt.duration_us(t.iqr_us)}  "
+            f"mean {fmt.duration_us(t.mean_us)} ± {fmt.duration_us(t.stderr_us)}  "
+            f"({t.reps} reps, {t.case})"
         )
     elif t is not None:
         lines.append(f"  untimed: {t.untimed_reason}")
     r = result.roofline
     if r is not None:
         lines.append(
-            f"  roofline  {_fmt_rate(r.achieved_flops_per_s, 'FLOP/s')}  "
-            f"{_fmt_rate(r.achieved_bytes_per_s, 'B/s')}  intensity "
-            f"{r.intensity_flops_per_byte:.3g} FLOP/B  {r.bound}-bound  "
+            f"  roofline  {fmt.rate(r.achieved_flops_per_s, 'FLOP/s')}  "
+            f"{fmt.rate(r.achieved_bytes_per_s, 'B/s')}  intensity "
+            f"{r.intensity_flops_per_byte:.3g} FLOP/B  {r.note}  "
             f"{r.percent_of_roofline:.1f}% of roofline ({r.ceilings_source} ceilings, {r.device})"
         )
         if r.speedup_over_baseline:
@@ -158,7 +143,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     for c in calibrate(args.kind):
         print(f"{c.device} ({c.kind}), saved to {ceilings_path(c.device)}")
         for field in ("copy_bytes_per_s", "read_bytes_per_s"):
-            print(f"  {field:<22} {_fmt_rate(getattr(c, field), 'B/s')}")
+            print(f"  {field:<22} {fmt.rate(getattr(c, field), 'B/s')}")
         for field in (
             "fp32_flops_per_s",
             "fp16_tc_flops_per_s",
@@ -166,7 +151,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             "tf32_tc_flops_per_s",
         ):
             if getattr(c, field):
-                print(f"  {field:<22} {_fmt_rate(getattr(c, field), 'FLOP/s')}")
+                print(f"  {field:<22} {fmt.rate(getattr(c, field), 'FLOP/s')}")
     return 0
 
 

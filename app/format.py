@@ -56,9 +56,5 @@ def ratio(value: float | None) -> str:
     return "—" if value is None else f"{sig3(value)}×"
 
 
-def clock_time(when: datetime | None) -> str:
-    return "" if when is None else when.strftime("%H:%M:%S")
-
-
 def iso(when: datetime | None) -> str:
     return "" if when is None else when.isoformat()

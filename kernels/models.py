@@ -206,6 +206,13 @@ class RooflineStage(_Model):
     baseline_median_us: float | None = None
     speedup_over_baseline: float | None = None
 
+    @property
+    def note(self) -> str:
+        """How to read the position: above the memory roof means a cache served the data."""
+        if self.bound == "memory" and self.percent_of_roofline > 105:
+            return "above the memory roof: the data came partly from cache"
+        return f"{self.bound}-bound"
+
 
 # ---------------------------------------------------------------- system
 

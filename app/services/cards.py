@@ -282,11 +282,7 @@ def _timing(card: RunCard, result: RunResult) -> None:
 
 
 def _bound_note(r: RooflineStage) -> str:
-    # Above the DRAM roof is not a miracle: the benchmark's data stayed in a cache, which
-    # happens on CPUs whose last-level cache holds much of the case.
-    if r.bound == "memory" and r.percent_of_roofline > 105:
-        return "above the memory roof: the data came partly from cache"
-    return f"{r.bound}-bound"
+    return r.note
 
 
 def _roofline(card: RunCard, result: RunResult) -> None:
