@@ -1,42 +1,61 @@
 #!/usr/bin/env bash
-# One batched session on a GPU host: calibrate, GPU tests, every solution on every GPU
-# backend, timing fidelity, and a full timed run of each problem's CUDA solutions.
+# One batched session on a GPU host: calibrate, tuning sweeps, the distributed mode's
+# latency and throughput, timing fidelity, the GEMM ladder, Part I's GPU figures, every
+# solution through the engine, and the GPU tests.
 # Usage: KPLAY_COMMIT=<hash> bench/gpu_session.sh OUTDIR [steps...]
-#        (steps: calibrate tests fidelity ladder gemm part1; the device copy has no git)
+#   steps: calibrate tune fleet fidelity gemm part1 ladder tests (the device copy has no git)
+# Every output goes under OUTDIR/raw and, after each step, into OUTDIR/session.tar.gz.
+# Ceilings found in ./.ceilings/*.json are put in the cache first (a calibration made
+# earlier on the same device), so `calibrate` can be left out of a later session.
 set -uo pipefail
 OUTDIR=${1:-/tmp/kplay-gpu}; shift || true
 STEPS=${*:-calibrate tests fidelity ladder}
-mkdir -p "$OUTDIR"
+RAW="$OUTDIR/raw"
+mkdir -p "$RAW"
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
+  if ! command -v redis-server >/dev/null && ls .whl/deb/*.deb >/dev/null 2>&1; then
+    mkdir -p /tmp/redis-deb
+    for f in .whl/deb/*.deb; do dpkg -x "$f" /tmp/redis-deb; done
+    export PATH=/tmp/redis-deb/usr/bin:$PATH
+    export LD_LIBRARY_PATH=/tmp/redis-deb/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+  fi
 else
   export PYTHONPATH=$PWD
 fi
 export PYTHONUNBUFFERED=1 KPLAY_CACHE_DIR=/tmp/kplay-cache NUMBA_CUDA_ARRAY_INTERFACE_SYNC=0
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+if ls .ceilings/*.json >/dev/null 2>&1; then
+  mkdir -p /tmp/kplay-cache/ceilings && cp .ceilings/*.json /tmp/kplay-cache/ceilings/
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv \
-  | tee "$OUTDIR/nvidia-smi.txt"
+  | tee "$RAW/nvidia-smi.txt"
 export KPLAY_COMMIT=${KPLAY_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-echo "$KPLAY_COMMIT" | tee "$OUTDIR/commit.txt"
+echo "$KPLAY_COMMIT" | tee "$RAW/commit.txt"
 for step in $STEPS; do
   echo "=== $step ($(date -u +%H:%M:%S))"
   case $step in
     calibrate)
-      python3 -m app.cli calibrate --kind gpu 2>&1 | tee "$OUTDIR/calibrate.txt"
-      cp /tmp/kplay-cache/ceilings/*.json "$OUTDIR/" 2>/dev/null ;;
+      python3 -m app.cli calibrate --kind gpu 2>&1 | tee "$RAW/calibrate.txt"
+      cp /tmp/kplay-cache/ceilings/*.json "$RAW/" 2>/dev/null ;;
+    tune)
+      python3 bench/tune_gpu.py --json-out "$RAW/tune.json" 2>&1 | tee "$RAW/tune.txt" ;;
+    fleet)
+      python3 bench/fleet_gpu.py --json-out "$RAW/fleet_gpu.json" 2>&1 | tee "$RAW/fleet_gpu.txt" ;;
     tests)
       python3 -m pytest -q -p no:cacheprovider tests/kernels -x -rs --timeout 600 2>&1 \
-        | tee "$OUTDIR/pytest-gpu.txt" | tail -40 ;;
+        | tee "$RAW/pytest-gpu.txt" | tail -40 ;;
     fidelity)
-      python3 bench/timing_fidelity.py 2>&1 | tee "$OUTDIR/fidelity.md" ;;
+      python3 bench/timing_fidelity.py 2>&1 | tee "$RAW/fidelity.md" ;;
     gemm)
-      python3 bench/gemm_ladder.py 2>&1 | tee "$OUTDIR/gemm_ladder.md"
-      cp bench/results/gemm_ladder.json static/book/gemm_ladder.svg "$OUTDIR/" ;;
+      python3 bench/gemm_ladder.py 2>&1 | tee "$RAW/gemm_ladder.md"
+      cp bench/results/gemm_ladder.json static/book/gemm_ladder.svg "$RAW/" ;;
     part1)
-      python3 bench/part1.py --gpu 2>&1 | tee "$OUTDIR/part1.md"
-      cp bench/results/part1.json "$OUTDIR/" 2>/dev/null ;;
+      python3 bench/part1.py --gpu 2>&1 | tee "$RAW/part1.md"
+      cp bench/results/part1*.json "$RAW/" 2>/dev/null ;;
     ladder)
-      python3 bench/problem_runs.py --json-out "$OUTDIR/problem_runs.json" 2>&1 | tee "$OUTDIR/problem_runs.md" ;;
+      python3 bench/problem_runs.py --json-out "$RAW/problem_runs.json" 2>&1 | tee "$RAW/problem_runs.md" ;;
   esac
+  tar czf "$OUTDIR/session.tar.gz" -C "$RAW" .
 done

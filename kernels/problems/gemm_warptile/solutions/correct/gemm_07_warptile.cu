@@ -39,6 +39,9 @@
 #ifndef MIN_BLOCKS
 #define MIN_BLOCKS 2  // blocks per SM the register budget must allow
 #endif
+#ifndef GROUP_M
+#define GROUP_M 0  // 0: blocks take tiles in launch order; g > 0: see block_origin
+#endif
 #define APAD 4
 
 #define NTHREADS 256
@@ -58,6 +61,24 @@ static_assert(WM_ITER >= 1 && WN_ITER >= 1, "warp tile smaller than one sub-tile
 static_assert(WM_ITER * LANES_M * 4 == WM && WN_ITER * LANES_N * 4 == WN, "uneven warp tile");
 static_assert(A_LOADS >= 1 && B_LOADS >= 1, "tile too small for one float4 per thread");
 static_assert(A_LOADS * 4 * NTHREADS == BM * BK && B_LOADS * 4 * NTHREADS == BK * BN, "uneven");
+
+// Which tile of C this block computes. With GROUP_M > 0, consecutive blocks walk down
+// GROUP_M block rows before moving one block column right, so the blocks resident at
+// one time share fewer distinct slices of A and B and more of their reads hit in L2.
+__device__ __forceinline__ void block_origin(int& bm, int& bn) {
+#if GROUP_M > 0
+    const int tiles_m = gridDim.y, tiles_n = gridDim.x;
+    const int id = blockIdx.y * tiles_n + blockIdx.x;
+    const int first_m = (id / (GROUP_M * tiles_n)) * GROUP_M;
+    const int rows = min(tiles_m - first_m, GROUP_M);
+    const int local = id % (GROUP_M * tiles_n);
+    bm = (first_m + local % rows) * BM;
+    bn = (local / rows) * BN;
+#else
+    bm = blockIdx.y * BM;
+    bn = blockIdx.x * BN;
+#endif
+}
 
 struct Slice {
     float4 a[A_LOADS];
@@ -143,8 +164,8 @@ sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restric
     __shared__ __align__(16) float As[2][BK][BM + APAD];
     __shared__ __align__(16) float Bs[2][BK][BN];
 
-    const int bm = blockIdx.y * BM;
-    const int bn = blockIdx.x * BN;
+    int bm, bn;
+    block_origin(bm, bn);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
     const int lm = lane / LANES_N, ln = lane % LANES_N;

@@ -36,6 +36,9 @@ using namespace nvcuda;
 #ifndef STAGES
 #define STAGES 3
 #endif
+#ifndef GROUP_M
+#define GROUP_M 0  // 0: blocks take tiles in launch order; g > 0: see block_origin
+#endif
 #define NTHREADS 256
 #define WARPS_N (NTHREADS / 32 / WARPS_M)
 #define WM (BM / WARPS_M)
@@ -52,6 +55,24 @@ using namespace nvcuda;
 
 static_assert(FM >= 1 && FN >= 1 && FM * 16 == WM && FN * 16 == WN, "warp tile");
 static_assert((BM * BK / 8) % NTHREADS == 0 && (BK * BN / 8) % NTHREADS == 0, "chunks");
+
+// Which tile of C this block computes. With GROUP_M > 0, consecutive blocks walk down
+// GROUP_M block rows before moving one block column right, so the blocks resident at
+// one time share fewer distinct slices of A and B and more of their reads hit in L2.
+__device__ __forceinline__ void block_origin(int& bm, int& bn) {
+#if GROUP_M > 0
+    const int tiles_m = gridDim.y, tiles_n = gridDim.x;
+    const int id = blockIdx.y * tiles_n + blockIdx.x;
+    const int first_m = (id / (GROUP_M * tiles_n)) * GROUP_M;
+    const int rows = min(tiles_m - first_m, GROUP_M);
+    const int local = id % (GROUP_M * tiles_n);
+    bm = (first_m + local % rows) * BM;
+    bn = (local / rows) * BN;
+#else
+    bm = blockIdx.y * BM;
+    bn = blockIdx.x * BN;
+#endif
+}
 
 __device__ __forceinline__ void cp_async16(half* smem, const half* gmem) {
     const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -102,7 +123,8 @@ hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict_
     half* As = reinterpret_cast<half*>(smem_raw);
     half* Bs = As + STAGES * A_STAGE;
 
-    const int bm = blockIdx.y * BM, bn = blockIdx.x * BN;
+    int bm, bn;
+    block_origin(bm, bn);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
     const int slices = (K + BK - 1) / BK;

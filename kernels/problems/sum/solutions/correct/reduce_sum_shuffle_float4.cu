@@ -4,6 +4,10 @@
 // shuffles, the warps' totals meet in a 32-float shared array, and the first warp adds
 // them up and issues the block's single atomicAdd. blockDim.x must be a multiple of 32.
 // Buffers from cudaMalloc are 256-byte aligned, so the float4 view of x is legal.
+#ifndef UNROLL
+#define UNROLL 4
+#endif
+
 __device__ __forceinline__ float warp_sum(float v)
 {
     for (int offset = 16; offset > 0; offset >>= 1) {
@@ -22,10 +26,19 @@ extern "C" __global__ void reduce_sum(const float* __restrict__ x, float* __rest
     const int n4 = n / 4;
     const float4* x4 = reinterpret_cast<const float4*>(x);
 
+    // UNROLL independent 16-byte loads are issued before any is added, so that many
+    // requests are in flight per thread; a plain loop picks up what remains.
     float acc = 0.0f;
-#pragma unroll 4
-    for (int i = first; i < n4; i += stride) {
-        float4 v = x4[i];
+    int i = first;
+    for (; i + (UNROLL - 1) * stride < n4; i += UNROLL * stride) {
+        float4 v[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) v[u] = __ldg(x4 + i + u * stride);
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) acc += (v[u].x + v[u].y) + (v[u].z + v[u].w);
+    }
+    for (; i < n4; i += stride) {
+        const float4 v = __ldg(x4 + i);
         acc += (v.x + v.y) + (v.z + v.w);
     }
     const int tail = n4 * 4 + first;  // the last n % 4 elements

@@ -2,8 +2,12 @@
 // bank, so the column reads of the write phase spread over all 32 banks. As in
 // transpose_tiled.cu, each thread's four loads are issued before any is stored.
 
-#define TILE 32
+#ifndef TILE
+#define TILE 32  // the tile is TILE x TILE; blockDim.x must equal TILE
+#endif
+#ifndef BLOCK_ROWS
 #define BLOCK_ROWS 8  // blockDim.y of the default launch
+#endif
 #define PER_THREAD (TILE / BLOCK_ROWS)
 
 extern "C" __global__ void transpose(const float* __restrict__ inp, float* __restrict__ out,

@@ -1,0 +1,361 @@
+"""Sweeps of the book's tunable CUDA kernels on one GPU, to choose their default sizes.
+
+    python bench/tune_gpu.py [--only sgemm,wmma,mma,transpose,reduce] [--json-out FILE]
+
+Each kernel file keeps its sizes behind `#ifndef` macros; this script compiles variants
+with other values (NVRTC, the engine's options), checks each against cuBLAS or NumPy on an
+edge shape and on the benchmark shape, and times it with CUDA events, the L2 flushed
+(a 256 MiB write) before every rep, median of the reps. It is a tuning aid: the figures
+the book quotes come from bench/gemm_ladder.py and bench/part1.py, which time the chosen
+defaults through the engine. Also measures the ceiling of any WMMA kernel: mma.sync on
+fragments held in registers, no memory traffic at all.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+os.environ["CUPY_TF32"] = "0"
+os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import cupy as cp  # noqa: E402
+import numpy as np  # noqa: E402
+
+PROBLEMS = ROOT / "kernels" / "problems"
+SGEMM = PROBLEMS / "sgemm" / "solutions" / "correct" / "gemm_07_warptile.cu"
+WMMA = PROBLEMS / "hgemm_wmma" / "solutions" / "correct" / "hgemm_wmma_pipelined.cu"
+TRANSPOSE = PROBLEMS / "transpose" / "solutions" / "correct" / "transpose_tiled_padded.cu"
+REDUCE = PROBLEMS / "sum" / "solutions" / "correct" / "reduce_sum_shuffle_float4.cu"
+
+
+# ------------------------------------------------------------------ compiling and timing
+
+
+def build(path_or_src: Path | str, name: str, defines: dict[str, Any]) -> Any:
+    from kernels.backends.cuda import _NVRTC_OPTIONS
+    from kernels.backends.nvtools import find_cuda_include
+
+    src = path_or_src.read_text() if isinstance(path_or_src, Path) else path_or_src
+    head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
+    include = find_cuda_include()
+    options = _NVRTC_OPTIONS + ((f"-I{include}",) if include else ())
+    module = cp.RawModule(code=head + src, options=options, backend="nvrtc")
+    return module.get_function(name)
+
+
+_FLUSH: Any = None
+
+
+def timed(launch: Callable[[], None], reps: int = 25) -> float:
+    """Median microseconds of `launch`, L2 flushed before each rep."""
+    global _FLUSH
+    if _FLUSH is None:
+        _FLUSH = cp.empty(64 * 1024 * 1024, dtype=cp.float32)
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    launch()
+    out = []
+    for _ in range(reps):
+        _FLUSH.fill(0)
+        start.record()
+        launch()
+        end.record()
+        end.synchronize()
+        out.append(cp.cuda.get_elapsed_time(start, end) * 1000.0)
+    return statistics.median(out)
+
+
+def regs(kernel: Any) -> str:
+    a = kernel.attributes
+    return f"{a['num_regs']} regs, {a['local_size_bytes']} B local"
+
+
+ROWS: list[dict[str, Any]] = []
+
+
+def record(section: str, variant: str, **fields: Any) -> None:
+    row = {"section": section, "variant": variant, **fields}
+    ROWS.append(row)
+    print(" | ".join([section, variant] + [f"{k}={v}" for k, v in fields.items()]), flush=True)
+
+
+def attempt(section: str, variant: str, fn: Callable[[], dict[str, Any]]) -> None:
+    try:
+        record(section, variant, **fn())
+    except Exception as exc:  # noqa: BLE001 - a variant that fails to build is a result too
+        record(section, variant, error=str(exc).splitlines()[0][:200])
+
+
+# ------------------------------------------------------------------ SGEMM
+
+
+def sgemm_sweep() -> None:
+    rng = np.random.default_rng(1)
+    n = 4096
+    a = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float32))
+    b = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float32))
+    c = cp.empty((n, n), dtype=cp.float32)
+    ref = cp.matmul(a, b)
+    cublas_us = timed(lambda: cp.matmul(a, b, out=c))
+    flops = 2.0 * n**3
+    record("sgemm", "cuBLAS", us=round(cublas_us, 1), tflops=round(flops / cublas_us / 1e6, 2))
+    ea = cp.asarray(rng.uniform(-1, 1, (257, 300)).astype(np.float32))
+    eb = cp.asarray(rng.uniform(-1, 1, (300, 129)).astype(np.float32))
+    eref = ea @ eb
+
+    variants = [
+        # BM, BN, BK, WARPS_M, LANES_N, MIN_BLOCKS, GROUP_M
+        (128, 128, 8, 2, 4, 2, 0),
+        (128, 128, 8, 2, 4, 2, 8),
+        (128, 128, 16, 2, 4, 2, 0),
+        (128, 128, 8, 2, 4, 2, 4),
+        (128, 128, 8, 2, 4, 2, 16),
+        (128, 128, 8, 2, 4, 1, 0),
+        (128, 128, 16, 2, 4, 1, 0),
+        (128, 128, 8, 4, 8, 2, 0),
+        (128, 128, 8, 4, 4, 2, 0),
+        (128, 128, 16, 4, 8, 2, 0),
+        (128, 256, 8, 2, 4, 1, 0),
+        (128, 256, 8, 2, 4, 1, 8),
+        (128, 256, 8, 2, 8, 1, 0),
+        (128, 256, 8, 2, 8, 1, 8),
+        (256, 128, 8, 4, 4, 1, 0),
+        (256, 128, 8, 4, 8, 1, 0),
+        (256, 128, 8, 4, 8, 1, 8),
+        (256, 128, 8, 2, 4, 1, 0),
+        (256, 128, 8, 4, 4, 1, 8),
+    ]
+    for bm, bn, bk, wm, ln, mb, g in variants:
+        d = dict(BM=bm, BN=bn, BK=bk, WARPS_M=wm, LANES_N=ln, MIN_BLOCKS=mb, GROUP_M=g)
+        name = ",".join(f"{k}={v}" for k, v in d.items())
+
+        def run(d: dict[str, int] = d) -> dict[str, Any]:
+            k = build(SGEMM, "sgemm", d)
+
+            def launch(x: Any, y: Any, z: Any, m: int, nn: int, kk: int) -> None:
+                grid = ((nn + d["BN"] - 1) // d["BN"], (m + d["BM"] - 1) // d["BM"])
+                k(grid, (256,), (x, y, z, np.int32(m), np.int32(nn), np.int32(kk)))
+
+            ec = cp.zeros((257, 129), dtype=cp.float32)
+            launch(ea, eb, ec, 257, 129, 300)
+            edge_err = float(cp.abs(ec - eref).max())
+            c.fill(0)
+            us = timed(lambda: launch(a, b, c, n, n, n))
+            err = float(cp.abs(c - ref).max())
+            ok = err < 5e-2 and edge_err < 1e-3
+            return dict(ok=ok, us=round(us, 1), tflops=round(flops / us / 1e6, 2),
+                        pct_cublas=round(100 * cublas_us / us, 1), err=f"{err:.1e}",
+                        res=regs(k))  # fmt: skip
+
+        attempt("sgemm", name, run)
+
+
+# ------------------------------------------------------------------ WMMA
+
+
+def wmma_sweep() -> None:
+    from kernels.catalog import get_problem
+
+    hg = get_problem("hgemm_wmma").reference
+
+    rng = np.random.default_rng(2)
+    n = 4096
+    a = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float16))
+    b = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float16))
+    c = cp.empty((n, n), dtype=cp.float32)
+    arrays = {"A": a, "B": b, "C": c}
+    params = {"M": n, "N": n, "K": n}
+    cublas_us = timed(lambda: hg.baseline(arrays, params, cp))
+    ref = c.copy()
+    flops = 2.0 * n**3
+    record("wmma", "cuBLAS fp16->fp32", us=round(cublas_us, 1),
+           tflops=round(flops / cublas_us / 1e6, 1))  # fmt: skip
+    ea = cp.asarray(rng.uniform(-1, 1, (257, 300)).astype(np.float16))
+    eb = cp.asarray(rng.uniform(-1, 1, (300, 129)).astype(np.float16))
+    eref = ea.astype(cp.float32) @ eb.astype(cp.float32)
+
+    variants = [
+        # BM, BN, BK, WARPS_M, STAGES, GROUP_M
+        (128, 256, 32, 2, 3, 0),
+        (128, 256, 32, 2, 4, 0),
+        (128, 256, 64, 2, 3, 0),
+        (128, 256, 64, 2, 4, 0),
+        (128, 256, 32, 2, 4, 8),
+        (128, 256, 64, 2, 3, 8),
+        (256, 128, 32, 4, 3, 0),
+        (256, 128, 64, 4, 3, 0),
+        (256, 128, 64, 4, 3, 8),
+        (128, 128, 32, 2, 4, 0),
+        (128, 128, 64, 2, 3, 0),
+        (128, 128, 64, 2, 4, 8),
+        (128, 128, 32, 4, 4, 0),
+    ]
+    for bm, bn, bk, wm, st, g in variants:
+        d = dict(BM=bm, BN=bn, BK=bk, WARPS_M=wm, STAGES=st, GROUP_M=g)
+        name = ",".join(f"{k}={v}" for k, v in d.items())
+        smem = st * (bm * (bk + 8) + bk * (bn + 8)) * 2
+
+        def run(d: dict[str, int] = d, smem: int = smem) -> dict[str, Any]:
+            k = build(WMMA, "hgemm", d)
+            k.max_dynamic_shared_size_bytes = smem
+
+            def launch(x: Any, y: Any, z: Any, m: int, nn: int, kk: int) -> None:
+                grid = ((nn + d["BN"] - 1) // d["BN"], (m + d["BM"] - 1) // d["BM"])
+                k(grid, (256,), (x, y, z, np.int32(m), np.int32(nn), np.int32(kk)),
+                  shared_mem=smem)  # fmt: skip
+
+            ec = cp.zeros((257, 129), dtype=cp.float32)
+            launch(ea, eb, ec, 257, 129, 300)
+            edge_err = float(cp.abs(ec - eref).max())
+            c.fill(0)
+            us = timed(lambda: launch(a, b, c, n, n, n))
+            err = float(cp.abs(c - ref).max())
+            ok = err < 1e-2 and edge_err < 1e-2
+            return dict(ok=ok, us=round(us, 1), tflops=round(flops / us / 1e6, 1),
+                        pct_cublas=round(100 * cublas_us / us, 1), err=f"{err:.1e}",
+                        smem=smem, res=regs(k))  # fmt: skip
+
+        attempt("wmma", name, run)
+
+
+MMA_PEAK = r"""
+#include <mma.h>
+#include <cuda_fp16.h>
+using namespace nvcuda;
+// Each warp keeps FRAGS accumulators and one A and one B fragment in registers and
+// issues ITERS rounds of FRAGS independent mma_sync: no memory traffic in the loop.
+extern "C" __global__ void mma_peak(float* out, int iters) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> b;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FRAGS];
+    wmma::fill_fragment(a, __float2half(0.001f * (threadIdx.x & 7)));
+    wmma::fill_fragment(b, __float2half(0.002f));
+#pragma unroll
+    for (int f = 0; f < FRAGS; ++f) wmma::fill_fragment(acc[f], 0.0f);
+    for (int it = 0; it < iters; ++it) {
+#pragma unroll
+        for (int f = 0; f < FRAGS; ++f) wmma::mma_sync(acc[f], a, b, acc[f]);
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int f = 0; f < FRAGS; ++f) s += acc[f].x[0];
+    if (s == 12345.0f) out[0] = s;  // keeps the work alive; never true
+}
+"""
+
+
+def mma_peak() -> None:
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    out = cp.zeros(1, dtype=cp.float32)
+    iters = 4096
+    for frags in (4, 8):
+        for warps in (4, 8, 16):
+            for per_sm in (1, 2, 4):
+                def run(frags: int = frags, warps: int = warps,
+                        per_sm: int = per_sm) -> dict[str, Any]:  # fmt: skip
+                    k = build(MMA_PEAK, "mma_peak", {"FRAGS": frags})
+                    blocks = sms * per_sm
+                    us = timed(lambda: k((blocks,), (32 * warps,), (out, np.int32(iters))), 7)
+                    flops = 2.0 * 16 * 16 * 16 * frags * iters * warps * blocks
+                    return dict(us=round(us, 1), tflops=round(flops / us / 1e6, 1), res=regs(k))
+
+                attempt("mma_peak", f"FRAGS={frags},warps/block={warps},blocks/SM={per_sm}", run)
+
+
+# ------------------------------------------------------------------ transpose and reduce
+
+
+def copy_us(nbytes: int) -> float:
+    src = cp.empty(nbytes // 4, dtype=cp.float32)
+    dst = cp.empty_like(src)
+    return timed(lambda: dst.data.copy_from_device_async(src.data, nbytes))
+
+
+def transpose_sweep() -> None:
+    rows = cols = 8192
+    rng = np.random.default_rng(3)
+    x = cp.asarray(rng.standard_normal((rows, cols), dtype=np.float32))
+    y = cp.empty((cols, rows), dtype=cp.float32)
+    nbytes = 2 * x.nbytes
+    cu = copy_us(x.nbytes)
+    record("transpose", "memcpy of the same bytes", us=round(cu, 1),
+           tbps=round(nbytes / cu / 1e6, 3))  # fmt: skip
+    ex = cp.asarray(rng.standard_normal((67, 133), dtype=np.float32))
+    for tile, brows in ((32, 8), (32, 4), (32, 16), (32, 32), (64, 4), (64, 8), (64, 16)):
+        def run(tile: int = tile, brows: int = brows) -> dict[str, Any]:
+            k = build(TRANSPOSE, "transpose", {"TILE": tile, "BLOCK_ROWS": brows})
+
+            def launch(src: Any, dst: Any, r: int, c: int) -> None:
+                grid = ((c + tile - 1) // tile, (r + tile - 1) // tile)
+                k(grid, (tile, brows), (src, dst, np.int32(r), np.int32(c)))
+
+            ey = cp.zeros((133, 67), dtype=cp.float32)
+            launch(ex, ey, 67, 133)
+            us = timed(lambda: launch(x, y, rows, cols))
+            ok = bool(cp.array_equal(y, x.T)) and bool(cp.array_equal(ey, ex.T))
+            return dict(ok=ok, us=round(us, 1), tbps=round(nbytes / us / 1e6, 3),
+                        pct_copy=round(100 * cu / us, 1), res=regs(k))  # fmt: skip
+
+        attempt("transpose", f"TILE={tile},BLOCK_ROWS={brows}", run)
+
+
+def reduce_sweep() -> None:
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    rng = np.random.default_rng(4)
+    for n in (33554432, 268435456):
+        x = cp.asarray(rng.uniform(0, 1, n).astype(np.float32))
+        out = cp.zeros(1, dtype=cp.float32)
+        expect = float(cp.sum(x, dtype=cp.float64))
+        cu = copy_us(x.nbytes)
+        record("reduce", f"n={n}: memcpy of the same bytes (read+write)", us=round(cu, 1))
+        for unroll in (4, 8):
+            for block in (256, 512, 1024):
+                for per_sm in (2, 4, 8):
+                    blocks = sms * per_sm * 1024 // block
+                    if blocks * block > 2048 * sms * 4:
+                        continue
+
+                    def run(unroll: int = unroll, block: int = block,
+                            blocks: int = blocks) -> dict[str, Any]:  # fmt: skip
+                        k = build(REDUCE, "reduce_sum", {"UNROLL": unroll})
+
+                        def launch() -> None:
+                            out.fill(0)
+                            k((blocks,), (block,), (x, out, np.int32(n)))
+
+                        us = timed(launch)
+                        got = float(out[0])
+                        ok = abs(got - expect) <= 1e-4 * abs(expect)
+                        return dict(ok=ok, us=round(us, 1),
+                                    tbps_read=round(x.nbytes / us / 1e6, 3),
+                                    pct_copy_bw=round(100 * (x.nbytes / us) / (2 * x.nbytes / cu), 1),
+                                    res=regs(k))  # fmt: skip
+
+                    attempt("reduce", f"n={n},UNROLL={unroll},block={block},grid={blocks}", run)
+        del x
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="sgemm,wmma,mma,transpose,reduce")
+    parser.add_argument("--json-out", type=Path)
+    args = parser.parse_args()
+    steps = {"sgemm": sgemm_sweep, "wmma": wmma_sweep, "mma": mma_peak,
+             "transpose": transpose_sweep, "reduce": reduce_sweep}  # fmt: skip
+    for name in args.only.split(","):
+        steps[name]()
+        if args.json_out:
+            args.json_out.write_text(json.dumps(ROWS, indent=1))
+
+
+if __name__ == "__main__":
+    main()
