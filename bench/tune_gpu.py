@@ -260,6 +260,7 @@ def mma_peak() -> None:
     for frags in (4, 8):
         for warps in (4, 8, 16):
             for per_sm in (1, 2, 4):
+
                 def run(frags: int = frags, warps: int = warps,
                         per_sm: int = per_sm) -> dict[str, Any]:  # fmt: skip
                     k = build(MMA_PEAK, "mma_peak", {"FRAGS": frags})
@@ -291,6 +292,7 @@ def transpose_sweep() -> None:
            tbps=round(nbytes / cu / 1e6, 3))  # fmt: skip
     ex = cp.asarray(rng.standard_normal((67, 133), dtype=np.float32))
     for tile, brows in ((32, 8), (32, 4), (32, 16), (32, 32), (64, 4), (64, 8), (64, 16)):
+
         def run(tile: int = tile, brows: int = brows) -> dict[str, Any]:
             k = build(TRANSPOSE, "transpose", {"TILE": tile, "BLOCK_ROWS": brows})
 
@@ -309,39 +311,40 @@ def transpose_sweep() -> None:
 
 
 def reduce_sweep() -> None:
+    for n in (33554432, 268435456):
+        reduce_case(n)
+
+
+def reduce_case(n: int) -> None:
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     rng = np.random.default_rng(4)
-    for n in (33554432, 268435456):
-        x = cp.asarray(rng.uniform(0, 1, n).astype(np.float32))
-        out = cp.zeros(1, dtype=cp.float32)
-        expect = float(cp.sum(x, dtype=cp.float64))
-        cu = copy_us(x.nbytes)
-        record("reduce", f"n={n}: memcpy of the same bytes (read+write)", us=round(cu, 1))
-        for unroll in (4, 8):
-            for block in (256, 512, 1024):
-                for per_sm in (2, 4, 8):
-                    blocks = sms * per_sm * 1024 // block
-                    if blocks * block > 2048 * sms * 4:
-                        continue
+    x = cp.asarray(rng.uniform(0, 1, n).astype(np.float32))
+    out = cp.zeros(1, dtype=cp.float32)
+    expect = float(cp.sum(x, dtype=cp.float64))
+    cu = copy_us(x.nbytes)
+    copy_rate = 2 * x.nbytes / cu
+    record("reduce", f"n={n}: memcpy of the same bytes", us=round(cu, 1),
+           tbps=round(copy_rate / 1e6, 3))  # fmt: skip
+    for unroll in (4, 8):
+        k = build(REDUCE, "reduce_sum", {"UNROLL": unroll})
+        for block in (256, 512, 1024):
+            for per_sm in (2, 4, 8):
+                blocks = sms * per_sm * 1024 // block
 
-                    def run(unroll: int = unroll, block: int = block,
-                            blocks: int = blocks) -> dict[str, Any]:  # fmt: skip
-                        k = build(REDUCE, "reduce_sum", {"UNROLL": unroll})
+                def run(k: Any = k, block: int = block, blocks: int = blocks) -> dict[str, Any]:
+                    def launch() -> None:
+                        out.fill(0)
+                        k((blocks,), (block,), (x, out, np.int32(n)))
 
-                        def launch() -> None:
-                            out.fill(0)
-                            k((blocks,), (block,), (x, out, np.int32(n)))
+                    us = timed(launch)
+                    got = float(out[0])
+                    ok = abs(got - expect) <= 1e-4 * abs(expect)
+                    rate = x.nbytes / us
+                    pct = round(100 * rate / copy_rate, 1)
+                    return dict(ok=ok, us=round(us, 1), tbps_read=round(rate / 1e6, 3),
+                                pct_copy_bw=pct, res=regs(k))  # fmt: skip
 
-                        us = timed(launch)
-                        got = float(out[0])
-                        ok = abs(got - expect) <= 1e-4 * abs(expect)
-                        return dict(ok=ok, us=round(us, 1),
-                                    tbps_read=round(x.nbytes / us / 1e6, 3),
-                                    pct_copy_bw=round(100 * (x.nbytes / us) / (2 * x.nbytes / cu), 1),
-                                    res=regs(k))  # fmt: skip
-
-                    attempt("reduce", f"n={n},UNROLL={unroll},block={block},grid={blocks}", run)
-        del x
+                attempt("reduce", f"n={n},UNROLL={unroll},block={block},grid={blocks}", run)
 
 
 def main() -> None:
