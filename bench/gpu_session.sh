@@ -3,7 +3,7 @@
 # latency and throughput, timing fidelity, the GEMM ladder, Part I's GPU figures, every
 # solution through the engine, and the GPU tests.
 # Usage: KPLAY_COMMIT=<hash> bench/gpu_session.sh OUTDIR [steps...]
-#   steps: calibrate tune fleet fidelity gemm part1 ladder tests (the device copy has no git)
+#   steps: calibrate tune profile fleet fidelity gemm part1 ladder tests (the device copy has no git)
 # Every output goes under OUTDIR/raw and, after each step, into OUTDIR/session.tar.gz.
 # Ceilings found in ./.ceilings/*.json are put in the cache first (a calibration made
 # earlier on the same device), so `calibrate` can be left out of a later session.
@@ -40,7 +40,10 @@ for step in $STEPS; do
       python3 -m app.cli calibrate --kind gpu 2>&1 | tee "$RAW/calibrate.txt"
       cp /tmp/kplay-cache/ceilings/*.json "$RAW/" 2>/dev/null ;;
     tune)
-      python3 bench/tune_gpu.py --json-out "$RAW/tune.json" 2>&1 | tee "$RAW/tune.txt" ;;
+      python3 bench/tune_gpu.py --only "${TUNE_ONLY:-sgemm,wmma,mma,transpose,reduce}" \
+        --json-out "$RAW/tune.json" 2>&1 | tee "$RAW/tune.txt" ;;
+    profile)
+      python3 bench/run_profile.py 2>&1 | tee "$RAW/profile.txt" ;;
     fleet)
       python3 bench/fleet_gpu.py --json-out "$RAW/fleet_gpu.json" 2>&1 | tee "$RAW/fleet_gpu.txt" ;;
     tests)

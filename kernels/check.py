@@ -7,6 +7,9 @@ and every element is compared against the reference within the problem's toleran
 
 from __future__ import annotations
 
+import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +36,84 @@ class PreparedCase:
     args: list[Any]
     zero_init: list[str] = field(default_factory=list)
     poisoned: list[str] = field(default_factory=list)
+    # The seed host_inputs were generated from: with the case, it names them (see Memo).
+    seed: int = 0
+
+
+class Memo:
+    """Generated inputs and reference outputs, kept for the next run of the same case.
+
+    Both are pure functions of (problem, case parameters, seed), so a warm process that
+    evaluates the same case again (the learner pressing Run twice, a class on one
+    exercise) reuses them instead of drawing and computing tens of millions of numbers
+    again. Entries are frozen (read-only arrays): nothing downstream may write to them.
+    Bounded by KPLAY_ENGINE_MEMO_MB (default 1024; 0 switches it off), least recently
+    used first out; an entry larger than half the budget is never kept.
+    """
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[tuple[Any, ...], tuple[dict[str, Any], int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def budget() -> int:
+        try:
+            mib = float(os.environ.get("KPLAY_ENGINE_MEMO_MB", "1024"))
+        except ValueError:
+            mib = 1024.0
+        return max(0, int(mib * 1024 * 1024))
+
+    def get(self, key: tuple[Any, ...]) -> dict[str, Any] | None:
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is None:
+                return None
+            self._entries.move_to_end(key)
+            return dict(hit[0])
+
+    def put(self, key: tuple[Any, ...], value: dict[str, Any]) -> None:
+        for v in value.values():
+            if isinstance(v, np.ndarray):
+                v.flags.writeable = False
+        size = sum(v.nbytes for v in value.values() if isinstance(v, np.ndarray))
+        budget = self.budget()
+        if size > budget // 2:
+            return
+        with self._lock:
+            if key in self._entries:
+                return
+            self._entries[key] = (dict(value), size)
+            self._bytes += size
+            while self._bytes > budget and self._entries:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self._bytes -= dropped
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+
+MEMO = Memo()
+
+
+def _memo_key(kind: str, problem: ProblemSpec, params: dict[str, Any], seed: int) -> tuple:
+    frozen = tuple(sorted((k, repr(v)) for k, v in params.items()))
+    return (kind, problem.slug, id(problem.reference), frozen, seed)
+
+
+def expected_outputs(
+    problem: ProblemSpec, params: dict[str, Any], seed: int, inputs: dict[str, Any]
+) -> dict[str, Any]:
+    """The reference's outputs for the inputs generated from `seed` (memoised)."""
+    key = _memo_key("out", problem, params, seed)
+    hit = MEMO.get(key)
+    if hit is not None:
+        return hit
+    out = problem.reference.reference(dict(inputs), dict(params))
+    MEMO.put(key, out)
+    return dict(out)
 
 
 def shape_of(problem: ProblemSpec, name: str, params: dict[str, int | float]) -> tuple[int, ...]:
@@ -40,6 +121,17 @@ def shape_of(problem: ProblemSpec, name: str, params: dict[str, int | float]) ->
 
 
 def generate_inputs(problem: ProblemSpec, params: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The case's inputs drawn from `seed` (memoised, read-only arrays)."""
+    key = _memo_key("in", problem, params, seed)
+    hit = MEMO.get(key)
+    if hit is not None:
+        return hit
+    inputs = _generate(problem, params, seed)
+    MEMO.put(key, inputs)
+    return dict(inputs)
+
+
+def _generate(problem: ProblemSpec, params: dict[str, Any], seed: int) -> dict[str, Any]:
     rng = np.random.default_rng(seed)
     inputs = problem.reference.generate(dict(params), rng)
     for arg in problem.inputs:
@@ -59,7 +151,7 @@ def generate_inputs(problem: ProblemSpec, params: dict[str, Any], seed: int) -> 
 def prepare(problem: ProblemSpec, case: Case, ops: ArrayOps, seed: int) -> PreparedCase:
     params = dict(case.params)
     host = generate_inputs(problem, params, seed)
-    prepared = PreparedCase(case=case, host_inputs=host, device={}, args=[])
+    prepared = PreparedCase(case=case, host_inputs=host, device={}, args=[], seed=seed)
     for arg in problem.args:
         if arg.role == "param":
             prepared.args.append(scalar(params[arg.name], arg.dtype))
@@ -138,6 +230,43 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, tol: Tolerance) ->
     }
 
 
+# Outputs at least this large are compared where they are, on the GPU: the same test as
+# compare(), without bringing the output back and looping over it on one CPU core.
+DEVICE_COMPARE_MIN = 1 << 20
+
+
+def _elements(dev: Any) -> int:
+    numel = getattr(dev, "numel", None)  # torch
+    return int(numel()) if callable(numel) else int(getattr(dev, "size", 0))
+
+
+def compare_on_device(got: Any, expected: np.ndarray, tol: Tolerance) -> dict[str, Any] | None:
+    """compare() for a CuPy array; None when the elements disagree or the shapes differ.
+
+    A mismatch is then looked at again on the host by compare(), which words the message;
+    a passing output (the common case) costs one copy of the expected values to the GPU.
+    """
+    import cupy
+
+    if tuple(got.shape) != tuple(np.shape(expected)):
+        return None
+    exp = cupy.asarray(np.ascontiguousarray(expected)).astype(cupy.float64)
+    diff = got.astype(cupy.float64)
+    diff -= exp
+    cupy.abs(diff, out=diff)
+    scale = cupy.abs(exp, out=exp)
+    bound = scale * tol.rtol
+    bound += tol.atol
+    if int(cupy.count_nonzero(~(diff <= bound))):
+        return None
+    if diff.size == 0:
+        return {"ok": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "mismatches": 0}
+    max_abs = float(diff.max())
+    cupy.maximum(scale, 1e-30, out=scale)
+    cupy.divide(diff, scale, out=scale)
+    return {"ok": True, "max_abs_err": max_abs, "max_rel_err": float(scale.max()), "mismatches": 0}
+
+
 def verify(
     problem: ProblemSpec, prepared: PreparedCase, ops: ArrayOps, expected: dict[str, Any]
 ) -> CaseCheck:
@@ -160,8 +289,13 @@ def verify(
             )
     worst: dict[str, Any] | None = None
     for arg in problem.outputs:
-        got = ops.to_host(prepared.device[arg.name])
-        result = compare(arg.name, got, expected[arg.name], problem.tolerance[arg.dtype])
+        dev = prepared.device[arg.name]
+        tol = problem.tolerance[arg.dtype]
+        result = None
+        if ops.on_gpu and _elements(dev) >= DEVICE_COMPARE_MIN:
+            result = compare_on_device(ops.as_cupy(dev), expected[arg.name], tol)
+        if result is None:
+            result = compare(arg.name, ops.to_host(dev), expected[arg.name], tol)
         result["output"] = arg.name
         if not result["ok"]:
             return CaseCheck(name=case.name, params=case.params, **result)
@@ -181,5 +315,5 @@ def run_case(
     prepared = prepare(problem, case, ops, seed)
     launch(prepared.args)
     ops.synchronize()
-    expected = problem.reference.reference(dict(prepared.host_inputs), dict(case.params))
+    expected = expected_outputs(problem, dict(case.params), seed, prepared.host_inputs)
     return verify(problem, prepared, ops, expected), prepared

@@ -64,6 +64,14 @@ def warm_up() -> None:
             import cupy
 
             cupy.zeros(1).sum()  # creates the context and loads CuPy's kernels
+            # Builds (or loads from the cache) the kernels of the on-GPU comparison.
+            import numpy
+
+            from kernels.check import compare_on_device
+            from kernels.problem import Tolerance
+
+            compare_on_device(cupy.ones(4, dtype=cupy.float32), numpy.ones(4, numpy.float32),
+                              Tolerance(atol=1e-6, rtol=1e-6))  # fmt: skip
 
 
 class _Run:

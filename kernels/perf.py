@@ -13,7 +13,7 @@ from typing import Any
 from kernels import formula, roofline, timing
 from kernels.arrays import ArrayOps, scalar
 from kernels.backends.base import Backend, CompiledKernel
-from kernels.check import generate_inputs, prepare, reset_outputs, verify
+from kernels.check import expected_outputs, generate_inputs, prepare, reset_outputs, verify
 from kernels.launch import LaunchPlan
 from kernels.models import CaseCheck, Ceilings, RooflineStage, RunJob, TimingStage
 from kernels.problem import Case, ProblemSpec
@@ -84,23 +84,25 @@ def measure(
 
 def _recheck(problem, prepared, ops, launch, seed) -> CaseCheck:  # type: ignore[no-untyped-def]
     params = dict(prepared.case.params)
-    expected = problem.reference.reference(dict(prepared.host_inputs), params)
+    expected = expected_outputs(problem, params, prepared.seed, prepared.host_inputs)
     first = verify(problem, prepared, ops, expected)
     if not first.ok:
         first.name = f"{prepared.case.name} (after timing)"
         return first
-    fresh = generate_inputs(problem, params, seed + RECHECK_SEED_OFFSET)
+    fresh_seed = seed + RECHECK_SEED_OFFSET
+    fresh = generate_inputs(problem, params, fresh_seed)
     for arg in problem.args:
         if arg.role in ("in", "inout"):
             ops.copy_from_host(prepared.device[arg.name], fresh[arg.name])
     prepared.host_inputs = fresh
+    prepared.seed = fresh_seed
     for i, arg in enumerate(problem.args):
         if arg.role == "scalar":
             prepared.args[i] = scalar(fresh[arg.name], arg.dtype)
     reset_outputs(prepared, ops, problem)
     launch(prepared.args)
     ops.synchronize()
-    second = verify(problem, prepared, ops, problem.reference.reference(dict(fresh), params))
+    second = verify(problem, prepared, ops, expected_outputs(problem, params, fresh_seed, fresh))
     second.name = f"{prepared.case.name} (fresh inputs, same buffers)"
     return second
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from celery import Celery
 from kombu import Exchange, Queue
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 TASK_NAME = "kplay.evaluate"
@@ -53,6 +54,8 @@ class WorkerConfig(BaseSettings):
     eval_target: str = "kernels.evaluate:evaluate"
     # Jobs per evaluation child before it is replaced (None: never).
     jobs_per_child: int | None = 50
+    # Warm evaluation children kept idle beside the busy one, ready when it retires.
+    spare_children: int = Field(default=1, ge=0)
     # Shared compile caches and calibrated ceilings; None: the platform's cache folder.
     cache_dir: Path | None = None
     # Set by `kplay worker` for each process it starts: the registry id and device facts.

@@ -48,6 +48,11 @@ class WorkerPool:
     With `warm`, children start at once and run the target module's `warm_up()` before
     any job; a retired child is replaced in the background. Without it, children start
     when a job needs one and skip warm-up.
+
+    `spares` more warm children wait idle, so that a job arriving just after a child
+    retired (its job budget spent, its CUDA context poisoned, or killed) starts at once
+    instead of waiting seconds for a replacement's imports. Idle children are reused
+    most-recently-used first, so spares stay idle and the busy child's caches stay warm.
     """
 
     def __init__(
@@ -58,9 +63,13 @@ class WorkerPool:
         warm: bool = True,
         *,
         describe: bool = False,
+        spares: int = 0,
     ) -> None:
         if size < 1:
             raise ValueError("a worker pool needs at least one child")
+        if spares < 0:
+            raise ValueError("spares cannot be negative")
+        self.spares = spares if warm else 0
         self.describe = describe
         # What the latest child to start reported about the machine (with `describe`).
         self.machine: dict[str, Any] | None = None
@@ -71,13 +80,13 @@ class WorkerPool:
         self._own_cache = self.limits.cache_dir is None
         self.cache_dir = self.limits.cache_dir or Path(tempfile.mkdtemp(prefix="kplay-cache-"))
         self._slots = threading.BoundedSemaphore(size)
-        self._idle: queue.Queue[Child | None] = queue.Queue()
+        self._idle: queue.LifoQueue[Child | None] = queue.LifoQueue()
         self._lock = threading.Lock()
         self._children: set[Child] = set()
         self._closed = False
         self._start_error: str | None = None
         if warm:
-            for _ in range(size):
+            for _ in range(size + self.spares):
                 self._replace_in_background(None)
 
     # ------------------------------------------------------------ public
@@ -106,10 +115,10 @@ class WorkerPool:
             return sorted(c.pid for c in self._children if not c.exited())
 
     def wait_ready(self, timeout_s: float) -> bool:
-        """True once every child of a warm pool is started and idle."""
+        """True once every child of a warm pool, spares included, is started and idle."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self._idle.qsize() >= self.size:
+            if self._idle.qsize() >= self.size + self.spares:
                 return True
             time.sleep(_POLL_S)
         return False

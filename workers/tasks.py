@@ -55,7 +55,11 @@ class Runtime:
         self.heartbeat: Heartbeat | None = None
         if with_pool:
             self.pool = WorkerPool(
-                size=1, limits=job_limits(config), target=config.eval_target, warm=True
+                size=1,
+                limits=job_limits(config),
+                target=config.eval_target,
+                warm=True,
+                spares=config.spare_children,
             )
             self.heartbeat = Heartbeat(
                 self.store,

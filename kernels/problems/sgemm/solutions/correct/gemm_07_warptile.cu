@@ -44,7 +44,9 @@
 #endif
 #define APAD 4
 
-#define NTHREADS 256
+#ifndef NTHREADS
+#define NTHREADS 256  // threads per block; the launch line's block must match
+#endif
 #define NWARPS (NTHREADS / 32)
 #define WARPS_N (NWARPS / WARPS_M)
 #define WM (BM / WARPS_M)  // warp tile rows
