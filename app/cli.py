@@ -92,7 +92,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"problem {problem.slug!r} offers {', '.join(problem.backends)}; not {backend!r}"
         )
     job = RunJob(
-        problem=problem.slug, backend=backend, source=source, mode=args.mode, seed=args.seed
+        problem=problem.slug,
+        backend=backend,
+        source=source,
+        mode=args.mode,
+        seed=args.seed,
+        benchmark=args.benchmark,
     )
     result = _run_isolated(job, args.timeout, quiet=args.json)
     if args.json:
@@ -180,6 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", action="store_true", help="print the RunResult as JSON")
     run.add_argument("--mode", choices=["full", "check", "compile"], default="full")
     run.add_argument("--seed", type=int, default=0)
+    run.add_argument(
+        "--benchmark", metavar="NAME", help="benchmark case to time (default: the problem's first)"
+    )
     run.add_argument("--timeout", type=float, default=120.0, help="wall-clock limit, seconds")
     run.set_defaults(func=cmd_run)
     problems = sub.add_parser("problems", help="list the problem catalog")

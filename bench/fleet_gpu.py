@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.celery_overhead import Redis, Sink, _percentile  # noqa: E402
-from kernels.models import RunJob  # noqa: E402
+from kernels.models import Mode, RunJob  # noqa: E402
 
 SOLUTIONS = ROOT / "kernels" / "problems" / "vector_add" / "solutions" / "correct"
 # backend -> (solution file, worker kind, `kplay worker` arguments). The CPU line exists to
@@ -57,7 +57,7 @@ def _stats(values: list[float]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency-runs", type=int, default=30)
-    parser.add_argument("--stream-jobs", type=int, default=100)
+    parser.add_argument("--stream-jobs", type=int, default=600)
     parser.add_argument("--full-stream-jobs", type=int, default=30)
     parser.add_argument("--backend", choices=sorted(SETUPS), default="cuda")
     parser.add_argument("--json-out", type=Path)
@@ -102,7 +102,7 @@ def main() -> None:
         out["worker_start_s"] = round(time.monotonic() - t0, 1)
         source = (SOLUTIONS / filename).read_text()
 
-        def one(mode: str) -> tuple[float, Any]:
+        def one(mode: Mode) -> tuple[float, Any]:
             job = RunJob(problem="vector_add", backend=args.backend, source=source, mode=mode)
             start = time.perf_counter()
             ex.submit(job)
@@ -114,7 +114,8 @@ def main() -> None:
         first_ms, first = one("full")
         out["first_full_run_ms"] = round(first_ms, 1)
         print(f"first full run (compiles): {first_ms:.0f} ms, state {first.state.value}")
-        for mode in ("full", "check"):
+        modes: tuple[Mode, Mode] = ("full", "check")
+        for mode in modes:
             values, states = [], set()
             for _ in range(args.latency_runs):
                 ms, result = one(mode)
@@ -125,7 +126,11 @@ def main() -> None:
                 out["kernel_median_us"] = result.timing.median_us
             print(f"{mode}: {out[f'latency_{mode}']}", flush=True)
 
-        for mode, count in (("check", args.stream_jobs), ("full", args.full_stream_jobs)):
+        streams: tuple[tuple[Mode, int], ...] = (
+            ("check", args.stream_jobs),
+            ("full", args.full_stream_jobs),
+        )
+        for mode, count in streams:
             batch = [
                 RunJob(problem="vector_add", backend=args.backend, source=source, mode=mode)
                 for _ in range(count)
@@ -136,10 +141,10 @@ def main() -> None:
             if not sink.wait([j.job_id for j in batch], 600):
                 sys.exit(f"the {mode} stream did not finish in 600 s")
             end = max(sink.done[j.job_id][0] for j in batch)
-            states = sorted({sink.done[j.job_id][1].state.value for j in batch})
+            seen = sorted({sink.done[j.job_id][1].state.value for j in batch})
             rate = count / (end - start)
-            out[f"stream_{mode}"] = {"jobs": count, "jobs_per_s": round(rate, 1), "states": states}
-            print(f"stream of {count} {mode} runs: {rate:.1f} jobs/s, states {states}", flush=True)
+            out[f"stream_{mode}"] = {"jobs": count, "jobs_per_s": round(rate, 1), "states": seen}
+            print(f"stream of {count} {mode} runs: {rate:.1f} jobs/s, states {seen}", flush=True)
     finally:
         ex.stop()
         os.killpg(worker.pid, signal.SIGTERM)

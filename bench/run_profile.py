@@ -32,7 +32,7 @@ def main() -> None:
 
     from kernels.catalog import get_problem
     from kernels.evaluate import evaluate, warm_up
-    from kernels.models import RunJob
+    from kernels.models import Mode, RunJob
     from kernels.problem import backend_for_path
 
     problem = get_problem(args.problem)
@@ -43,7 +43,7 @@ def main() -> None:
     warm_up()
     print(f"warm_up: {1000 * (time.perf_counter() - t0):.0f} ms ({path.name})")
 
-    def one(mode: str) -> float:
+    def one(mode: Mode) -> float:
         job = RunJob(problem=args.problem, backend=args.backend, source=source, mode=mode)
         start = time.perf_counter()
         result = evaluate(job)
@@ -52,7 +52,8 @@ def main() -> None:
         print(f"{mode}: {ms:.0f} ms, state {result.state.value}, timing reps {reps}", flush=True)
         return ms
 
-    for mode in ("full", "check"):
+    modes: tuple[Mode, Mode] = ("full", "check")
+    for mode in modes:
         for _ in range(args.runs):
             one(mode)
     profiler = cProfile.Profile()

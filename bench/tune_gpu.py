@@ -232,9 +232,13 @@ extern "C" __global__ void mma_peak(float* out, int iters) {
 #pragma unroll
         for (int f = 0; f < FRAGS; ++f) wmma::mma_sync(acc[f], a, b, acc[f]);
     }
+    // Every element is used: with only some of them live, the compiler drops the
+    // mma.sync instructions that produce the others (one 16x16x16 WMMA is two of them).
     float s = 0.0f;
 #pragma unroll
-    for (int f = 0; f < FRAGS; ++f) s += acc[f].x[0];
+    for (int f = 0; f < FRAGS; ++f)
+#pragma unroll
+        for (int e = 0; e < acc[f].num_elements; ++e) s += acc[f].x[e];
     if (s == 12345.0f) out[0] = s;  // keeps the work alive; never true
 }
 """

@@ -144,6 +144,16 @@ def _resolve(job: RunJob, run: _Run) -> tuple[ProblemSpec, Backend, Capability] 
         )
     if not job.source.strip():
         return run.result(RunState.rejected, "the source is empty")
+    if job.benchmark is not None:
+        from kernels.perf import benchmark_cases
+
+        names = [c.name for c in benchmark_cases(problem, backend.key)]
+        if job.benchmark not in names:
+            return run.result(
+                RunState.rejected,
+                f"problem {problem.slug!r} has no benchmark case {job.benchmark!r} for "
+                f"{backend.title}; its cases are: {', '.join(repr(n) for n in names)}",
+            )
     return problem, backend, cap
 
 

@@ -74,6 +74,8 @@ class RunJob(_Model):
     seed: int = 0
     # Upper bound on the time spent in the adaptive timing loop of one case.
     timing_cap_s: float = 0.3
+    # The benchmark case to time, by name; None: the problem's first one for the backend.
+    benchmark: str | None = None
     user: str | None = None
     # Where the job may run (distributed mode): a compute capability it needs, such as
     # "sm90", and a device model the user picked, such as "H200". None: any suitable.

@@ -21,11 +21,19 @@ from kernels.problem import Case, ProblemSpec
 RECHECK_SEED_OFFSET = 7919
 
 
-def benchmark_case(problem: ProblemSpec, backend_key: str) -> Case:
-    for case in problem.benchmarks:
-        if case.backends is None or backend_key in case.backends:
-            return case
-    return problem.benchmarks[0]
+def benchmark_cases(problem: ProblemSpec, backend_key: str) -> list[Case]:
+    """The benchmark cases meant for this backend, in the problem's order."""
+    return [c for c in problem.benchmarks if c.backends is None or backend_key in c.backends]
+
+
+def benchmark_case(problem: ProblemSpec, backend_key: str, name: str | None = None) -> Case:
+    """The case `name` (see RunJob.benchmark; checked by the caller), else the first one."""
+    if name is not None:
+        for case in benchmark_cases(problem, backend_key):
+            if case.name == name:
+                return case
+    found = benchmark_cases(problem, backend_key)
+    return found[0] if found else problem.benchmarks[0]
 
 
 def _copy(dst: Any, src: Any) -> None:
@@ -41,7 +49,7 @@ def measure(
     job: RunJob,
     launch_for: Callable[[dict], Callable[[list], None]],
 ) -> tuple[TimingStage, RooflineStage | None, CaseCheck]:
-    case = benchmark_case(problem, backend.key)
+    case = benchmark_case(problem, backend.key, job.benchmark)
     prepared = prepare(problem, case, ops, job.seed + case.seed)
     launch = launch_for(case.params)
     originals = {

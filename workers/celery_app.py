@@ -52,8 +52,10 @@ class WorkerConfig(BaseSettings):
     max_deliveries: int = 2
     # The function that evaluates one job inside the isolated child.
     eval_target: str = "kernels.evaluate:evaluate"
-    # Jobs per evaluation child before it is replaced (None: never).
-    jobs_per_child: int | None = 50
+    # Jobs per evaluation child before it is replaced (None: never). A replacement takes
+    # seconds to warm up (imports, CUDA context), so this bounds a worker's sustained rate
+    # of short jobs to about jobs_per_child / warm-up time; the spare hides one warm-up.
+    jobs_per_child: int | None = 500
     # Warm evaluation children kept idle beside the busy one, ready when it retires.
     spare_children: int = Field(default=1, ge=0)
     # Shared compile caches and calibrated ceilings; None: the platform's cache folder.

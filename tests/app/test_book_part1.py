@@ -221,7 +221,9 @@ def test_gpu_measurement_writes_every_row_the_chapters_quote(
 
     bench = _bench()
 
-    def fake_evaluate(problem: str, backend: str, file: str, cap_s: float) -> RunResult:
+    def fake_evaluate(
+        problem: str, backend: str, file: str, cap_s: float, benchmark: str | None = None
+    ) -> RunResult:
         return RunResult(
             job_id="fake",
             problem=problem,

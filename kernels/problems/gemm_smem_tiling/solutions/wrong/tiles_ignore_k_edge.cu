@@ -1,6 +1,9 @@
-// WRONG: the copy of A checks the row but not the column. In the last step along K,
-// A[row][k0 + tx] with k0 + tx >= K is really A[row + 1][...]: the tile picks up the
-// start of the next row instead of zeros (and past the last row, memory beyond A).
+// WRONG: the tile copies check the row of A and the column of B, but not K. In the last
+// step along K, A[row][k0 + tx] with k0 + tx >= K is really the start of row + 1, and
+// B[k0 + ty][col] with k0 + ty >= K lies past the last row of B: both tiles pick up
+// values that are not zeros, and their products land in C. (Guarding only one of the two
+// is not enough to show the bug: a zero in the other tile cancels the stray value, and
+// the result is right although the kernel reads outside its row.)
 // Right only when K is a multiple of 32.
 // kplay: grid=(ceil_div(N,32),ceil_div(M,32)) block=(32,32) smem=0
 
@@ -15,7 +18,7 @@ extern "C" __global__ void sgemm(const float* __restrict__ A, const float* __res
     float acc = 0.0f;
     for (int k0 = 0; k0 < K; k0 += TILE) {
         As[ty][tx] = row < M ? A[(size_t)row * K + k0 + tx] : 0.0f;
-        Bs[ty][tx] = (k0 + ty < K && col < N) ? B[(size_t)(k0 + ty) * N + col] : 0.0f;
+        Bs[ty][tx] = col < N ? B[(size_t)(k0 + ty) * N + col] : 0.0f;
         __syncthreads();
         for (int k = 0; k < TILE; ++k) acc += As[ty][k] * Bs[k][tx];
         __syncthreads();
