@@ -59,8 +59,12 @@ def test_wrong_solution_fails(slug: str, backend: str, path: str) -> None:
         result = evaluate(job)
         assert result.state is RunState.done and not result.timing.timed  # compiled, not run
         return
-    if GPU_ONLY_MARK in job.source and cap is not Capability.run:
-        pytest.skip("this wrong solution is a race that only real hardware exposes")
+    if GPU_ONLY_MARK in job.source:
+        if cap is not Capability.run:
+            pytest.skip("this wrong solution is a race that only real hardware exposes")
+        # A race shows in some launches only: give it the chances a learner's Run gives
+        # it, the benchmark case and the re-checks after hundreds of timed launches.
+        job = job.model_copy(update={"mode": "full", "timing_cap_s": 0.2})
     result = evaluate(job)
     assert result.state in (RunState.wrong, RunState.runtime_error), (
         f"a wrong solution was accepted: {result.state} {result.message}"
