@@ -47,7 +47,7 @@ for step in $STEPS; do
     fleet)
       python3 bench/fleet_gpu.py --json-out "$RAW/fleet_gpu.json" 2>&1 | tee "$RAW/fleet_gpu.txt" ;;
     tests)
-      python3 -m pytest -q -p no:cacheprovider tests/kernels -x -rs --timeout 600 2>&1 \
+      python3 -m pytest -q -p no:cacheprovider tests/kernels --maxfail=10 -rs --timeout 600 2>&1 \
         | tee "$RAW/pytest-gpu.txt" | tail -40 ;;
     fidelity)
       python3 bench/timing_fidelity.py 2>&1 | tee "$RAW/fidelity.md" ;;
