@@ -174,18 +174,17 @@ def wmma_sweep() -> None:
     eref = ea.astype(cp.float32) @ eb.astype(cp.float32)
 
     variants = [
-        # BM, BN, BK, WARPS_M, STAGES, GROUP_M
-        (128, 256, 32, 2, 3, 0),
-        (128, 128, 32, 2, 4, 0),
-        (128, 128, 32, 2, 3, 0),
-        (128, 128, 32, 2, 5, 0),
-        (128, 128, 32, 2, 4, 8),
-        (128, 128, 32, 4, 5, 0),
-        (256, 128, 32, 4, 4, 0),
-        (128, 256, 64, 2, 4, 8),
+        # BM, BN, BK, WARPS_M, STAGES, GROUP_M, NTHREADS
+        (128, 128, 32, 2, 4, 8, 256),
+        (128, 128, 32, 2, 4, 8, 128),
+        (128, 128, 32, 2, 3, 8, 128),
+        (128, 128, 32, 2, 5, 8, 128),
+        (64, 128, 32, 1, 4, 8, 128),
+        (128, 64, 32, 2, 4, 8, 128),
+        (128, 256, 32, 2, 3, 0, 256),
     ]
-    for bm, bn, bk, wm, st, g in variants:
-        d = dict(BM=bm, BN=bn, BK=bk, WARPS_M=wm, STAGES=st, GROUP_M=g)
+    for bm, bn, bk, wm, st, g, nt in variants:
+        d = dict(BM=bm, BN=bn, BK=bk, WARPS_M=wm, STAGES=st, GROUP_M=g, NTHREADS=nt)
         name = ",".join(f"{k}={v}" for k, v in d.items())
         smem = st * (bm * (bk + 8) + bk * (bn + 8)) * 2
 
@@ -195,7 +194,7 @@ def wmma_sweep() -> None:
 
             def launch(x: Any, y: Any, z: Any, m: int, nn: int, kk: int) -> None:
                 grid = ((nn + d["BN"] - 1) // d["BN"], (m + d["BM"] - 1) // d["BM"])
-                k(grid, (256,), (x, y, z, np.int32(m), np.int32(nn), np.int32(kk)),
+                k(grid, (d["NTHREADS"],), (x, y, z, np.int32(m), np.int32(nn), np.int32(kk)),
                   shared_mem=smem)  # fmt: skip
 
             ec = cp.zeros((257, 129), dtype=cp.float32)

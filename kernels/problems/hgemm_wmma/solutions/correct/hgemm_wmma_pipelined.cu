@@ -44,7 +44,9 @@ using namespace nvcuda;
 #ifndef GROUP_M
 #define GROUP_M 8  // 0: blocks take tiles in launch order; g > 0: see block_origin
 #endif
-#define NTHREADS 256
+#ifndef NTHREADS
+#define NTHREADS 256  // threads per block; the launch line's block must match
+#endif
 #define WARPS_N (NTHREADS / 32 / WARPS_M)
 #define WM (BM / WARPS_M)
 #define WN (BN / WARPS_N)
