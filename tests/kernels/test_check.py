@@ -31,3 +31,76 @@ def test_nan_never_passes_and_is_called_unwritten():
     got[3] = np.nan
     out = compare("out", got, exp, TOL)
     assert not out["ok"] and "never written" in out["message"]
+
+
+# ---------------------------------------------------------------- the memo of inputs
+
+
+def _fresh_memo(monkeypatch, mib: str = "1024"):
+    import kernels.check as check
+
+    monkeypatch.setenv("KPLAY_ENGINE_MEMO_MB", mib)
+    monkeypatch.setattr(check, "MEMO", check.Memo())
+    return check
+
+
+def test_memoised_inputs_equal_a_fresh_draw_and_are_read_only(monkeypatch):
+    import pytest
+
+    from kernels.catalog import get_problem
+
+    check = _fresh_memo(monkeypatch)
+    problem = get_problem("vector_add")
+    params = {"n": 1000}
+    first = check.generate_inputs(problem, params, 7)
+    again = check.generate_inputs(problem, params, 7)
+    fresh = check._generate(problem, params, 7)
+    for name, arr in fresh.items():
+        assert again[name] is first[name]  # served from the memo
+        np.testing.assert_array_equal(again[name], arr)
+        with pytest.raises(ValueError):
+            again[name][0] = 1.0  # nobody downstream may write to a memoised array
+    other = check.generate_inputs(problem, params, 8)
+    assert not np.array_equal(other["a"], first["a"])  # another seed, other numbers
+
+
+def test_memoised_reference_outputs_match_the_reference(monkeypatch):
+    from kernels.catalog import get_problem
+
+    check = _fresh_memo(monkeypatch)
+    problem = get_problem("vector_add")
+    params = {"n": 1000}
+    inputs = check.generate_inputs(problem, params, 3)
+    out = check.expected_outputs(problem, params, 3, inputs)
+    direct = problem.reference.reference(dict(inputs), params)
+    for name in direct:
+        np.testing.assert_array_equal(out[name], direct[name])
+    assert check.expected_outputs(problem, params, 3, inputs)[name] is out[name]
+
+
+def test_memo_keeps_to_its_budget_and_can_be_switched_off(monkeypatch):
+    check = _fresh_memo(monkeypatch, "1")  # 1 MiB: entries up to 512 KiB are kept
+    memo = check.MEMO
+    small = {"x": np.zeros(50_000, dtype=np.float32)}  # 200 KB
+    for i in range(8):
+        memo.put(("k", i), dict(small))
+    kept = [i for i in range(8) if memo.get(("k", i)) is not None]
+    assert kept == [3, 4, 5, 6, 7]  # least recently used out first, 1 MiB in all
+    memo.put(("big",), {"x": np.zeros(200_000, dtype=np.float32)})  # 800 KB > half
+    assert memo.get(("big",)) is None
+    monkeypatch.setenv("KPLAY_ENGINE_MEMO_MB", "0")
+    memo.put(("off",), {"x": np.zeros(4, dtype=np.float32)})
+    assert memo.get(("off",)) is None
+
+
+def test_a_run_names_an_unknown_benchmark_case():
+    from kernels.evaluate import evaluate
+    from kernels.models import RunJob, RunState
+
+    job = RunJob(
+        problem="vector_add", backend="numba-cpu", source="def f(): pass", benchmark="huge"
+    )
+    result = evaluate(job)
+    assert result.state is RunState.rejected
+    assert "no benchmark case 'huge'" in result.message
+    assert "'4M elements on one CPU core'" in result.message

@@ -22,6 +22,8 @@ _poisoned = False
 
 def warm_up() -> None:
     global _warmed
+    # A slow warm-up, as the engine's imports and CUDA context are, when a test asks.
+    time.sleep(float(os.environ.get("KPLAY_ENGINE_TEST_WARMUP_S", "0")))
     _warmed = True
 
 

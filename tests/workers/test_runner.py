@@ -11,6 +11,7 @@ import json
 import os
 import resource
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -433,3 +434,35 @@ def test_engine_illegal_address_replaces_the_child_and_the_next_job_passes(
     assert before and not set(before) & set(engine.pids())  # the poisoned child is gone
     after = engine.run(engine_job(CUDA_CORRECT).model_copy(update={"backend": "cuda"}))
     assert after.state is RunState.done, after.message
+
+
+def test_a_spare_child_takes_over_at_once_when_one_retires(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every warm-up takes 3 s; each child serves one job. Without the spare the second
+    # job would wait for a replacement's warm-up.
+    monkeypatch.setenv("KPLAY_ENGINE_TEST_WARMUP_S", "3")
+    limits = SMALL.model_copy(update={"jobs_per_child": 1})
+    with WorkerPool(1, limits, target=f"{FUNCS}:ok", spares=1) as p:
+        assert p.wait_ready(60), "the pool and its spare did not warm up"
+        first = p.run(job())
+        start = time.monotonic()
+        second = p.run(job())
+        waited = time.monotonic() - start
+        assert first.state is RunState.done and second.state is RunState.done
+        assert pid_of(first) != pid_of(second)
+        assert waited < 2.0, f"the second job waited {waited:.1f} s for a child"
+
+
+def test_idle_children_are_reused_most_recent_first() -> None:
+    # With a spare idle beside it, consecutive jobs still go to the same warm child.
+    with WorkerPool(1, SMALL, target=f"{FUNCS}:ok", spares=1) as p:
+        assert p.wait_ready(60)
+        pids = {pid_of(p.run(job())) for _ in range(4)}
+        assert len(pids) == 1
+        assert len(p.pids()) == 2  # the spare is alive and idle
+
+
+def test_negative_spares_are_refused() -> None:
+    with pytest.raises(ValueError, match="spares"):
+        WorkerPool(1, SMALL, target=f"{FUNCS}:ok", spares=-1)
