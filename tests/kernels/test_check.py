@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from kernels.check import compare
 from kernels.problem import Tolerance
@@ -45,8 +46,6 @@ def _fresh_memo(monkeypatch, mib: str = "1024"):
 
 
 def test_memoised_inputs_equal_a_fresh_draw_and_are_read_only(monkeypatch):
-    import pytest
-
     from kernels.catalog import get_problem
 
     check = _fresh_memo(monkeypatch)
@@ -104,3 +103,33 @@ def test_a_run_names_an_unknown_benchmark_case():
     assert result.state is RunState.rejected
     assert "no benchmark case 'huge'" in result.message
     assert "'4M elements on one CPU core'" in result.message
+
+
+def _gpu_compare_cases():
+    rng = np.random.default_rng(5)
+    exp = rng.standard_normal((1200, 900)).astype(np.float32)
+    close = exp + np.float32(1e-6)
+    off = exp.copy()
+    off[17, 3] += 1.0
+    unwritten = exp.copy()
+    unwritten[-1, -1] = np.nan
+    return exp, {"close": close, "off": off, "unwritten": unwritten}
+
+
+@pytest.mark.gpu
+def test_the_gpu_comparison_agrees_with_the_host_one():
+    import cupy
+
+    from kernels.check import compare_on_device
+
+    exp, cases = _gpu_compare_cases()
+    tol = Tolerance(atol=1e-5, rtol=1e-5)
+    on_host = compare("C", cases["close"], exp, tol)
+    on_gpu = compare_on_device(cupy.asarray(cases["close"]), exp, tol)
+    assert on_gpu is not None and on_gpu["ok"]
+    assert abs(on_gpu["max_abs_err"] - on_host["max_abs_err"]) <= 1e-12
+    assert abs(on_gpu["max_rel_err"] - on_host["max_rel_err"]) <= 1e-9
+    # A mismatch or a NaN is handed back to the host comparison, which words the message.
+    assert compare_on_device(cupy.asarray(cases["off"]), exp, tol) is None
+    assert compare_on_device(cupy.asarray(cases["unwritten"]), exp, tol) is None
+    assert compare_on_device(cupy.asarray(exp[:10]), exp, tol) is None  # shape differs
