@@ -174,17 +174,14 @@ def wmma_sweep() -> None:
     eref = ea.astype(cp.float32) @ eb.astype(cp.float32)
 
     variants = [
-        # BM, BN, BK, WARPS_M, STAGES, GROUP_M, NTHREADS
-        (128, 128, 32, 2, 4, 8, 256),
-        (128, 128, 32, 2, 4, 8, 128),
-        (128, 128, 32, 2, 3, 8, 128),
-        (128, 128, 32, 2, 5, 8, 128),
-        (64, 128, 32, 1, 4, 8, 128),
-        (128, 64, 32, 2, 4, 8, 128),
-        (128, 256, 32, 2, 3, 0, 256),
+        # BM, BN, BK, WARPS_M, STAGES, GROUP_M, NTHREADS, MIN_BLOCKS
+        (128, 128, 32, 2, 4, 8, 256, 0),
+        (128, 128, 32, 2, 4, 8, 256, 2),
+        (128, 128, 64, 2, 3, 8, 256, 2),
+        (128, 128, 32, 2, 4, 8, 256, 1),
     ]
-    for bm, bn, bk, wm, st, g, nt in variants:
-        d = dict(BM=bm, BN=bn, BK=bk, WARPS_M=wm, STAGES=st, GROUP_M=g, NTHREADS=nt)
+    for bm, bn, bk, wm, st, g, nt, mb in variants:
+        d = dict(BM=bm, BN=bn, BK=bk, WARPS_M=wm, STAGES=st, GROUP_M=g, NTHREADS=nt, MIN_BLOCKS=mb)
         name = ",".join(f"{k}={v}" for k, v in d.items())
         smem = st * (bm * (bk + 8) + bk * (bn + 8)) * 2
 

@@ -44,6 +44,9 @@ using namespace nvcuda;
 #ifndef GROUP_M
 #define GROUP_M 8  // 0: blocks take tiles in launch order; g > 0: see block_origin
 #endif
+#ifndef MIN_BLOCKS
+#define MIN_BLOCKS 0  // > 0: blocks per SM the register budget must allow; 0: compiler's choice
+#endif
 #ifndef NTHREADS
 #define NTHREADS 256  // threads per block; the launch line's block must match
 #endif
@@ -123,7 +126,12 @@ __device__ __forceinline__ void load_stage(half* As, half* Bs, const half* __res
     }
 }
 
-extern "C" __global__ void __launch_bounds__(NTHREADS)
+#if MIN_BLOCKS > 0
+#define BOUNDS __launch_bounds__(NTHREADS, MIN_BLOCKS)
+#else
+#define BOUNDS __launch_bounds__(NTHREADS)
+#endif
+extern "C" __global__ void BOUNDS
 hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ C, int M,
       int N, int K) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
