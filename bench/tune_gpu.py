@@ -4,11 +4,13 @@
 
 Each kernel file keeps its sizes behind `#ifndef` macros; this script compiles variants
 with other values (NVRTC, the engine's options), checks each against cuBLAS or NumPy on an
-edge shape and on the benchmark shape, and times it with CUDA events, the L2 flushed
-(a 256 MiB write) before every rep, median of the reps. It is a tuning aid: the figures
-the book quotes come from bench/gemm_ladder.py and bench/part1.py, which time the chosen
-defaults through the engine. Also measures the ceiling of any WMMA kernel: mma.sync on
-fragments held in registers, no memory traffic at all.
+edge shape and on the benchmark shape, and times it with the engine's own timer
+(kernels.timing: CUDA events, L2 flushed before every rep, median). The sweeps recorded in
+bench/RESULTS.md (up to commit `00b2d4c`) used a timer of the script's own, the same method
+with 25 reps. It is a tuning aid:
+the figures the book quotes come from bench/gemm_ladder.py and bench/part1.py, which time
+the chosen defaults through the engine. Also measures the ceiling of any WMMA kernel:
+mma.sync on fragments held in registers, no memory traffic at all.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -53,25 +54,13 @@ def build(path_or_src: Path | str, name: str, defines: dict[str, Any]) -> Any:
     return module.get_function(name)
 
 
-_FLUSH: Any = None
+def timed(launch: Callable[[], None], before_rep: Callable[[], None] | None = None) -> float:
+    """Median microseconds of `launch` by the engine's own timer (L2 flushed before each rep)."""
+    from kernels import timing
 
-
-def timed(launch: Callable[[], None], reps: int = 25) -> float:
-    """Median microseconds of `launch`, L2 flushed before each rep."""
-    global _FLUSH
-    if _FLUSH is None:
-        _FLUSH = cp.empty(64 * 1024 * 1024, dtype=cp.float32)
-    start, end = cp.cuda.Event(), cp.cuda.Event()
-    launch()
-    out = []
-    for _ in range(reps):
-        _FLUSH.fill(0)
-        start.record()
-        launch()
-        end.record()
-        end.synchronize()
-        out.append(cp.cuda.get_elapsed_time(start, end) * 1000.0)
-    return statistics.median(out)
+    stage = timing.time_gpu(launch, before_rep, cap_s=0.5)
+    assert stage.median_us is not None
+    return float(stage.median_us)
 
 
 def regs(kernel: Any) -> str:
@@ -95,6 +84,38 @@ def attempt(section: str, variant: str, fn: Callable[[], dict[str, Any]]) -> Non
         record(section, variant, error=str(exc).splitlines()[0][:200])
 
 
+class GemmCase:
+    """A 4096^3 product and a 257 x 129 x 300 edge product, with references, for variants."""
+
+    def __init__(self, a: Any, b: Any, ref: Any, ea: Any, eb: Any, eref: Any, base_us: float):
+        self.a, self.b, self.ref, self.ea, self.eb, self.eref = a, b, ref, ea, eb, eref
+        self.c = cp.empty(ref.shape, dtype=cp.float32)
+        self.base_us = base_us
+        self.flops = 2.0 * a.shape[0] * b.shape[1] * a.shape[1]
+
+    def measure(
+        self, k: Any, d: dict[str, int], tol: float, edge_tol: float, smem: int = 0
+    ) -> dict[str, Any]:
+        """Check kernel `k` (launched from the macros `d`) on both products, then time it."""
+
+        def launch(x: Any, y: Any, z: Any) -> None:
+            m, kk, nn = x.shape[0], x.shape[1], y.shape[1]
+            grid = ((nn + d["BN"] - 1) // d["BN"], (m + d["BM"] - 1) // d["BM"])
+            args = (x, y, z, np.int32(m), np.int32(nn), np.int32(kk))
+            k(grid, (d["NTHREADS"],), args, shared_mem=smem)
+
+        ec = cp.zeros(self.eref.shape, dtype=cp.float32)
+        launch(self.ea, self.eb, ec)
+        edge_err = float(cp.abs(ec - self.eref).max())
+        self.c.fill(0)
+        us = timed(lambda: launch(self.a, self.b, self.c))
+        err = float(cp.abs(self.c - self.ref).max())
+        return dict(ok=err < tol and edge_err < edge_tol, us=round(us, 1),
+                    tflops=round(self.flops / us / 1e6, 2),
+                    pct_cublas=round(100 * self.base_us / us, 1), err=f"{err:.1e}",
+                    res=regs(k))  # fmt: skip
+
+
 # ------------------------------------------------------------------ SGEMM
 
 
@@ -106,11 +127,10 @@ def sgemm_sweep() -> None:
     c = cp.empty((n, n), dtype=cp.float32)
     ref = cp.matmul(a, b)
     cublas_us = timed(lambda: cp.matmul(a, b, out=c))
-    flops = 2.0 * n**3
-    record("sgemm", "cuBLAS", us=round(cublas_us, 1), tflops=round(flops / cublas_us / 1e6, 2))
+    record("sgemm", "cuBLAS", us=round(cublas_us, 1), tflops=round(2.0 * n**3 / cublas_us / 1e6, 2))
     ea = cp.asarray(rng.uniform(-1, 1, (257, 300)).astype(np.float32))
     eb = cp.asarray(rng.uniform(-1, 1, (300, 129)).astype(np.float32))
-    eref = ea @ eb
+    case = GemmCase(a, b, ref, ea, eb, ea @ eb, cublas_us)
 
     variants = [
         # BM, BN, BK, WARPS_M, LANES_N, MIN_BLOCKS, GROUP_M, NTHREADS
@@ -129,22 +149,7 @@ def sgemm_sweep() -> None:
         name = ",".join(f"{k}={v}" for k, v in d.items())
 
         def run(d: dict[str, int] = d) -> dict[str, Any]:
-            k = build(SGEMM, "sgemm", d)
-
-            def launch(x: Any, y: Any, z: Any, m: int, nn: int, kk: int) -> None:
-                grid = ((nn + d["BN"] - 1) // d["BN"], (m + d["BM"] - 1) // d["BM"])
-                k(grid, (d["NTHREADS"],), (x, y, z, np.int32(m), np.int32(nn), np.int32(kk)))
-
-            ec = cp.zeros((257, 129), dtype=cp.float32)
-            launch(ea, eb, ec, 257, 129, 300)
-            edge_err = float(cp.abs(ec - eref).max())
-            c.fill(0)
-            us = timed(lambda: launch(a, b, c, n, n, n))
-            err = float(cp.abs(c - ref).max())
-            ok = err < 5e-2 and edge_err < 1e-3
-            return dict(ok=ok, us=round(us, 1), tflops=round(flops / us / 1e6, 2),
-                        pct_cublas=round(100 * cublas_us / us, 1), err=f"{err:.1e}",
-                        res=regs(k))  # fmt: skip
+            return case.measure(build(SGEMM, "sgemm", d), d, tol=5e-2, edge_tol=1e-3)
 
         attempt("sgemm", name, run)
 
@@ -161,17 +166,16 @@ def wmma_sweep() -> None:
     n = 4096
     a = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float16))
     b = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float16))
-    c = cp.empty((n, n), dtype=cp.float32)
-    arrays = {"A": a, "B": b, "C": c}
+    ref = cp.empty((n, n), dtype=cp.float32)
+    arrays = {"A": a, "B": b, "C": ref}
     params = {"M": n, "N": n, "K": n}
     cublas_us = timed(lambda: hg.baseline(arrays, params, cp))
-    ref = c.copy()
-    flops = 2.0 * n**3
     record("wmma", "cuBLAS fp16->fp32", us=round(cublas_us, 1),
-           tflops=round(flops / cublas_us / 1e6, 1))  # fmt: skip
+           tflops=round(2.0 * n**3 / cublas_us / 1e6, 1))  # fmt: skip
     ea = cp.asarray(rng.uniform(-1, 1, (257, 300)).astype(np.float16))
     eb = cp.asarray(rng.uniform(-1, 1, (300, 129)).astype(np.float16))
     eref = ea.astype(cp.float32) @ eb.astype(cp.float32)
+    case = GemmCase(a, b, ref, ea, eb, eref, cublas_us)
 
     variants = [
         # BM, BN, BK, WARPS_M, STAGES, GROUP_M, NTHREADS, MIN_BLOCKS
@@ -188,22 +192,7 @@ def wmma_sweep() -> None:
         def run(d: dict[str, int] = d, smem: int = smem) -> dict[str, Any]:
             k = build(WMMA, "hgemm", d)
             k.max_dynamic_shared_size_bytes = smem
-
-            def launch(x: Any, y: Any, z: Any, m: int, nn: int, kk: int) -> None:
-                grid = ((nn + d["BN"] - 1) // d["BN"], (m + d["BM"] - 1) // d["BM"])
-                k(grid, (d["NTHREADS"],), (x, y, z, np.int32(m), np.int32(nn), np.int32(kk)),
-                  shared_mem=smem)  # fmt: skip
-
-            ec = cp.zeros((257, 129), dtype=cp.float32)
-            launch(ea, eb, ec, 257, 129, 300)
-            edge_err = float(cp.abs(ec - eref).max())
-            c.fill(0)
-            us = timed(lambda: launch(a, b, c, n, n, n))
-            err = float(cp.abs(c - ref).max())
-            ok = err < 1e-2 and edge_err < 1e-2
-            return dict(ok=ok, us=round(us, 1), tflops=round(flops / us / 1e6, 1),
-                        pct_cublas=round(100 * cublas_us / us, 1), err=f"{err:.1e}",
-                        smem=smem, res=regs(k))  # fmt: skip
+            return {**case.measure(k, d, tol=1e-2, edge_tol=1e-2, smem=smem), "smem": smem}
 
         attempt("wmma", name, run)
 
@@ -252,7 +241,7 @@ def mma_peak() -> None:
                         per_sm: int = per_sm) -> dict[str, Any]:  # fmt: skip
                     k = build(MMA_PEAK, "mma_peak", {"FRAGS": frags})
                     blocks = sms * per_sm
-                    us = timed(lambda: k((blocks,), (32 * warps,), (out, np.int32(iters))), 7)
+                    us = timed(lambda: k((blocks,), (32 * warps,), (out, np.int32(iters))))
                     flops = 2.0 * 16 * 16 * 16 * frags * iters * warps * blocks
                     return dict(us=round(us, 1), tflops=round(flops / us / 1e6, 1), res=regs(k))
 
@@ -320,10 +309,9 @@ def reduce_case(n: int) -> None:
 
                 def run(k: Any = k, block: int = block, blocks: int = blocks) -> dict[str, Any]:
                     def launch() -> None:
-                        out.fill(0)
                         k((blocks,), (block,), (x, out, np.int32(n)))
 
-                    us = timed(launch)
+                    us = timed(launch, lambda: out.fill(0))
                     got = float(out[0])
                     ok = abs(got - expect) <= 1e-4 * abs(expect)
                     rate = x.nbytes / us
