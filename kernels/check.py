@@ -89,11 +89,6 @@ class Memo:
                 _, (_, dropped) = self._entries.popitem(last=False)
                 self._bytes -= dropped
 
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
-
 
 MEMO = Memo()
 
