@@ -2,9 +2,10 @@
 // bank, so the column reads of the write phase spread over all 32 banks. As in
 // transpose_tiled.cu, each thread issues all its loads before storing any.
 // Sizes: a 64 x 64 tile moved by 64 x 8 threads, eight elements a thread. Measured on an
-// H200 against 32 x 32 tiles with 8 or 4 rows of threads (bench/tune_gpu.py): twice the
-// loads in flight per thread, and a quarter as many blocks each moving four times the
-// bytes per barrier, took it from about 84% to about 94% of the copy bandwidth.
+// H200 against 32 x 32 tiles with 8 or 4 rows of threads (bench/tune_gpu.py), it took the
+// kernel from about 84% to about 94% of the copy bandwidth; likely reasons (not profiled):
+// twice the loads in flight per thread, a quarter as many blocks, each moving four times
+// the bytes per barrier.
 // kplay: grid=(ceil_div(cols,64),ceil_div(rows,64)) block=(64,8)
 
 #ifndef TILE
