@@ -3,7 +3,8 @@
 # latency and throughput, timing fidelity, the GEMM ladder, Part I's GPU figures, every
 # solution through the engine, and the GPU tests.
 # Usage: KPLAY_COMMIT=<hash> bench/gpu_session.sh OUTDIR [steps...]
-#   steps: calibrate tune profile fleet fidelity gemm part1 ladder tests (the device copy has no git)
+#   TUNE_ONLY=sections limits `tune`; TESTS_K=expr limits `tests` (pytest -k).
+#   steps: calibrate tune stalls profile fleet fidelity gemm part1 ladder tests (the device copy has no git)
 # Every output goes under OUTDIR/raw and, after each step, into OUTDIR/session.tar.gz.
 # Ceilings found in ./.ceilings/*.json are put in the cache first (a calibration made
 # earlier on the same device), so `calibrate` can be left out of a later session.
@@ -42,12 +43,18 @@ for step in $STEPS; do
     tune)
       python3 bench/tune_gpu.py --only "${TUNE_ONLY:-sgemm,wmma,mma,transpose,reduce}" \
         --json-out "$RAW/tune.json" 2>&1 | tee "$RAW/tune.txt" ;;
+    stalls)
+      ncu --clock-control none -k 'regex:^(sgemm|hgemm)$' --launch-count 4 \
+        --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
+        --section ComputeWorkloadAnalysis --section InstructionStats --section Occupancy \
+        python3 bench/gemm_stalls.py 2>&1 | tee "$RAW/stalls.txt" | tail -60 ;;
     profile)
       python3 bench/run_profile.py 2>&1 | tee "$RAW/profile.txt" ;;
     fleet)
       python3 bench/fleet_gpu.py --json-out "$RAW/fleet_gpu.json" 2>&1 | tee "$RAW/fleet_gpu.txt" ;;
     tests)
-      python3 -m pytest -q -p no:cacheprovider tests/kernels --maxfail=10 -rs --timeout 600 2>&1 \
+      python3 -m pytest -q -p no:cacheprovider tests/kernels --maxfail=10 -rs --timeout 600 \
+        ${TESTS_K:+-k "$TESTS_K"} 2>&1 \
         | tee "$RAW/pytest-gpu.txt" | tail -40 ;;
     fidelity)
       python3 bench/timing_fidelity.py 2>&1 | tee "$RAW/fidelity.md" ;;

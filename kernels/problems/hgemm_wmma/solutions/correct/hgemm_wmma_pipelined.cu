@@ -65,6 +65,7 @@ using namespace nvcuda;
 
 static_assert(FM >= 1 && FN >= 1 && FM * 16 == WM && FN * 16 == WN, "warp tile");
 static_assert((BM * BK / 8) % NTHREADS == 0 && (BK * BN / 8) % NTHREADS == 0, "chunks");
+static_assert(NTHREADS % (BK / 8) == 0 && NTHREADS % (BN / 8) == 0, "chunk rows");
 
 // Which tile of C this block computes. With GROUP_M > 0, consecutive blocks walk down
 // GROUP_M block rows before moving one block column right, so the blocks resident at
@@ -107,23 +108,49 @@ __device__ __forceinline__ void copy_chunk(half* dst, const half* __restrict__ s
     }
 }
 
-__device__ __forceinline__ void load_stage(half* As, half* Bs, const half* __restrict__ A,
-                                           const half* __restrict__ B, int M, int N, int K,
-                                           int bm, int bn, int k0) {
+// Where this thread's chunks of a slice come from and go to. A thread copies
+// A_CHUNKS 8-half chunks of the A slice and B_CHUNKS of the B slice; chunk p of A is
+// row a_row + p * A_ROW_STEP of the block tile, column a_col of the slice, and so on.
+#define A_CHUNKS (BM * BK / 8 / NTHREADS)
+#define B_CHUNKS (BK * BN / 8 / NTHREADS)
+#define A_ROW_STEP (NTHREADS / (BK / 8))
+#define B_ROW_STEP (NTHREADS / (BN / 8))
+
+// The general path: any slice of any block, bounds checked chunk by chunk.
+__device__ __forceinline__ void load_stage_checked(half* As, half* Bs,
+                                                   const half* __restrict__ A,
+                                                   const half* __restrict__ B, int M, int N,
+                                                   int K, int bm, int bn, int k0) {
     const int t = threadIdx.x;
     const bool a_aligned = (K % 8) == 0, b_aligned = (N % 8) == 0;
 #pragma unroll
-    for (int p = 0; p < BM * BK / 8 / NTHREADS; ++p) {
-        const int idx = t + p * NTHREADS;
-        const int r = idx / (BK / 8), c = (idx % (BK / 8)) * 8;
+    for (int p = 0; p < A_CHUNKS; ++p) {
+        const int r = t / (BK / 8) + p * A_ROW_STEP, c = (t % (BK / 8)) * 8;
         copy_chunk(As + r * LDA + c, A, bm + r, k0 + c, M, K, a_aligned);
     }
 #pragma unroll
-    for (int p = 0; p < BK * BN / 8 / NTHREADS; ++p) {
-        const int idx = t + p * NTHREADS;
-        const int r = idx / (BN / 8), c = (idx % (BN / 8)) * 8;
+    for (int p = 0; p < B_CHUNKS; ++p) {
+        const int r = t / (BN / 8) + p * B_ROW_STEP, c = (t % (BN / 8)) * 8;
         copy_chunk(Bs + r * LDB + c, B, k0 + r, bn + c, K, N, b_aligned);
     }
+}
+
+// The fast path, for a slice that lies wholly inside A and B with aligned rows: no
+// checks, and the addresses were worked out once before the main loop. `a` points at
+// this thread's first A chunk of slice 0, `b` at its first B chunk of slice 0.
+__device__ __forceinline__ void load_stage_fast(half* As, half* Bs, const half* a,
+                                                const half* b, int N, int K, int k0) {
+    const int t = threadIdx.x;
+    const half* as = a + k0;
+    const half* bs = b + (size_t)k0 * N;
+#pragma unroll
+    for (int p = 0; p < A_CHUNKS; ++p)
+        cp_async16(As + (t / (BK / 8) + p * A_ROW_STEP) * LDA + (t % (BK / 8)) * 8,
+                   as + (size_t)p * A_ROW_STEP * K);
+#pragma unroll
+    for (int p = 0; p < B_CHUNKS; ++p)
+        cp_async16(Bs + (t / (BN / 8) + p * B_ROW_STEP) * LDB + (t % (BN / 8)) * 8,
+                   bs + (size_t)p * B_ROW_STEP * N);
 }
 
 #if MIN_BLOCKS > 0
@@ -150,30 +177,42 @@ hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict_
 #pragma unroll
         for (int j = 0; j < FN; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
 
+    // Interior blocks of well-aligned matrices take the unchecked copy for every
+    // slice that ends inside K; that is every block and slice but the edges.
+    const bool interior = bm + BM <= M && bn + BN <= N && (K % 8) == 0 && (N % 8) == 0;
+    const int t = threadIdx.x;
+    const half* a_src = A + (size_t)(bm + t / (BK / 8)) * K + (t % (BK / 8)) * 8;
+    const half* b_src = B + (size_t)(t / (BN / 8)) * N + bn + (t % (BN / 8)) * 8;
+    auto load = [&](int stage, int slice) {
+        half* as = As + stage * A_STAGE;
+        half* bs = Bs + stage * B_STAGE;
+        const int k0 = slice * BK;
+        if (interior && k0 + BK <= K)
+            load_stage_fast(as, bs, a_src, b_src, N, K, k0);
+        else
+            load_stage_checked(as, bs, A, B, M, N, K, bm, bn, k0);
+    };
+
     // Prologue: put the first STAGES - 1 slices in flight. A group is committed even
     // when empty so that "wait until at most STAGES - 2 groups are pending" always
     // means "the oldest slice has landed".
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < slices) load_stage(As + s * A_STAGE, Bs + s * B_STAGE, A, B, M, N, K, bm, bn,
-                                   s * BK);
+        if (s < slices) load(s, s);
         cp_async_commit();
     }
 
+    int read = 0, write = STAGES - 1;  // stages being read and refilled, kept without %
     for (int s = 0; s < slices; ++s) {
         cp_async_wait<STAGES - 2>();
         // Makes this thread's landed copies and plain stores visible to all warps, and
         // tells us every warp has finished with the stage about to be refilled.
         __syncthreads();
-        const int fetch = s + STAGES - 1;
-        if (fetch < slices) {
-            const int st = fetch % STAGES;
-            load_stage(As + st * A_STAGE, Bs + st * B_STAGE, A, B, M, N, K, bm, bn, fetch * BK);
-        }
+        if (s + STAGES - 1 < slices) load(write, s + STAGES - 1);
         cp_async_commit();
 
-        const half* as = As + (s % STAGES) * A_STAGE;
-        const half* bs = Bs + (s % STAGES) * B_STAGE;
+        const half* as = As + read * A_STAGE;
+        const half* bs = Bs + read * B_STAGE;
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a[FM];
@@ -189,6 +228,8 @@ hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict_
 #pragma unroll
                 for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
         }
+        read = read + 1 == STAGES ? 0 : read + 1;
+        write = write + 1 == STAGES ? 0 : write + 1;
     }
     cp_async_wait<0>();
     __syncthreads();  // the pipeline's shared memory is reused as scratch below
