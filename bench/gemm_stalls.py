@@ -1,17 +1,22 @@
-"""Launch the book's SGEMM and WMMA kernels (default sizes) once each on 4096^3, for a profiler.
+"""Launch the book's SGEMM and WMMA kernels on 4096^3 for a profiler, nothing timed.
 
-    ncu --section WarpStateStats ... python bench/gemm_stalls.py
+    ncu --section WarpStateStats ... python bench/gemm_stalls.py [--from-tune tune.json]
 
-Nothing is timed here: the script exists so that Nsight Compute can report where the
-warps of each kernel wait (bench/gpu_session.sh, step `stalls`). Each kernel is launched
-twice, the first time as a warm-up, and checked against cuBLAS after the second launch.
+The script exists so that Nsight Compute can report where the warps of each kernel wait
+(bench/gpu_session.sh, step `stalls`). It launches each kernel at its default sizes and,
+with --from-tune, also the fastest correct variant of each section of a tune_gpu.py
+result file. Every kernel runs twice (the first is a warm-up) and is checked against a
+float32 cuBLAS product after the second launch.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 os.environ["CUPY_TF32"] = "0"
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,25 +28,57 @@ import numpy as np  # noqa: E402
 from bench.tune_gpu import SGEMM, WMMA, build  # noqa: E402
 
 N = 4096
+KERNELS = {"sgemm": ("sgemm", SGEMM, np.float32), "wmma": ("hgemm", WMMA, np.float16)}
+DEFAULTS = {
+    "sgemm": dict(BM=128, BN=128, BK=8, NTHREADS=256),
+    "wmma": dict(BM=128, BN=128, BK=32, STAGES=4, NTHREADS=256),
+}
+
+
+def best_variants(tune_json: Path) -> dict[str, dict[str, int]]:
+    """The fastest correct variant of each section, as its macro dict."""
+    best: dict[str, tuple[float, dict[str, int]]] = {}
+    for row in json.loads(tune_json.read_text()):
+        section, us = row["section"], row.get("us")
+        if section not in KERNELS or not row.get("ok") or us is None:
+            continue
+        if section not in best or us < best[section][0]:
+            macros = {k: int(v) for k, v in (kv.split("=") for kv in row["variant"].split(","))}
+            best[section] = (us, macros)
+    return {s: m for s, (_, m) in best.items()}
+
+
+def launch(section: str, macros: dict[str, int], rng: Any) -> None:
+    name, path, dtype = KERNELS[section]
+    d = {**DEFAULTS[section], **macros}
+    smem = 0
+    if section == "wmma":
+        smem = d["STAGES"] * (d["BM"] * (d["BK"] + 8) + d["BK"] * (d["BN"] + 8)) * 2
+    a = cp.asarray(rng.uniform(-1, 1, (N, N)).astype(dtype))
+    b = cp.asarray(rng.uniform(-1, 1, (N, N)).astype(dtype))
+    c = cp.empty((N, N), dtype=cp.float32)
+    k = build(path, name, macros)
+    if smem:
+        k.max_dynamic_shared_size_bytes = smem
+    grid = ((N + d["BN"] - 1) // d["BN"], (N + d["BM"] - 1) // d["BM"])
+    for _ in range(2):
+        k(grid, (d["NTHREADS"],), (a, b, c, np.int32(N), np.int32(N), np.int32(N)),
+          shared_mem=smem)  # fmt: skip
+    ref = cp.matmul(a.astype(cp.float32), b.astype(cp.float32))
+    err = float(cp.abs(c - ref).max())
+    print(f"{section} {macros or 'defaults'}: max |C - cuBLAS| = {err:.2e}", flush=True)
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--from-tune", type=Path)
+    args = parser.parse_args()
     rng = np.random.default_rng(5)
-    grid = ((N + 127) // 128, (N + 127) // 128)
-    dims = (np.int32(N), np.int32(N), np.int32(N))
-    for name, path, dtype, smem in (("sgemm", SGEMM, np.float32, 0),
-                                    ("hgemm", WMMA, np.float16, 75776)):  # fmt: skip
-        a = cp.asarray(rng.uniform(-1, 1, (N, N)).astype(dtype))
-        b = cp.asarray(rng.uniform(-1, 1, (N, N)).astype(dtype))
-        c = cp.empty((N, N), dtype=cp.float32)
-        k = build(path, name, {})
-        if smem:
-            k.max_dynamic_shared_size_bytes = smem
-        for _ in range(2):
-            k(grid, (256,), (a, b, c, *dims), shared_mem=smem)
-        ref = cp.matmul(a.astype(cp.float32), b.astype(cp.float32))
-        err = float(cp.abs(c - ref).max())
-        print(f"{name}: max |C - cuBLAS| = {err:.2e}", flush=True)
+    runs: list[tuple[str, dict[str, int]]] = [("sgemm", {}), ("wmma", {})]
+    if args.from_tune and args.from_tune.exists():
+        runs += list(best_variants(args.from_tune).items())
+    for section, macros in runs:
+        launch(section, macros, rng)
 
 
 if __name__ == "__main__":

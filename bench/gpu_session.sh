@@ -44,10 +44,13 @@ for step in $STEPS; do
       python3 bench/tune_gpu.py --only "${TUNE_ONLY:-sgemm,wmma,mma,transpose,reduce}" \
         --json-out "$RAW/tune.json" 2>&1 | tee "$RAW/tune.txt" ;;
     stalls)
-      ncu --clock-control none -k 'regex:^(sgemm|hgemm)$' --launch-count 4 \
+      # Defaults, and the fastest variant of each section when `tune` ran first.
+      ncu --clock-control none -k 'regex:^(sgemm|hgemm)$' \
         --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
-        --section ComputeWorkloadAnalysis --section InstructionStats --section Occupancy \
-        python3 bench/gemm_stalls.py 2>&1 | tee "$RAW/stalls.txt" | tail -60 ;;
+        --section ComputeWorkloadAnalysis --section Occupancy \
+        --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
+        --metrics lts__t_bytes.sum.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+        python3 bench/gemm_stalls.py --from-tune "$RAW/tune.json" 2>&1 | tee "$RAW/stalls.txt" | tail -60 ;;
     profile)
       python3 bench/run_profile.py 2>&1 | tee "$RAW/profile.txt" ;;
     fleet)
