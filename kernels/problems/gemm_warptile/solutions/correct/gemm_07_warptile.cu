@@ -42,6 +42,9 @@
 #ifndef GROUP_M
 #define GROUP_M 0  // 0: blocks take tiles in launch order; g > 0: see block_origin
 #endif
+#ifndef B_ASYNC
+#define B_ASYNC 0  // 1: slices of B go straight to shared memory (cp.async), not via registers
+#endif
 #define APAD 4
 
 #ifndef NTHREADS
@@ -85,10 +88,20 @@ __device__ __forceinline__ void block_origin(int& bm, int& bn) {
 #endif
 }
 
+// The next slice, held in registers between its global loads and its shared stores.
+// With B_ASYNC, B's part travels by cp.async instead and needs no registers.
 struct Slice {
     float4 a[A_LOADS];
+#if !B_ASYNC
     float4 b[B_LOADS];
+#endif
 };
+
+__device__ __forceinline__ void cp_async16(float* smem, const float* gmem) {
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n"); }
 
 __device__ __forceinline__ float4 load4_guarded(const float* __restrict__ p, int valid,
                                                 bool vec) {
@@ -103,7 +116,9 @@ __device__ __forceinline__ float4 load4_guarded(const float* __restrict__ p, int
     return v;
 }
 
-__device__ __forceinline__ void load_slice(Slice& s, const float* __restrict__ A,
+// Bs is the shared buffer this slice of B goes to; used only with B_ASYNC, where the
+// checked path stores B at once (it runs on edge blocks only, so the wait is rare).
+__device__ __forceinline__ void load_slice(Slice& s, float (*Bs)[BN], const float* __restrict__ A,
                                            const float* __restrict__ B, int M, int N, int K,
                                            int bm, int bn, int k0, bool vec) {
     const int t = threadIdx.x;
@@ -119,7 +134,12 @@ __device__ __forceinline__ void load_slice(Slice& s, const float* __restrict__ A
         const int idx = t + p * NTHREADS;
         const int k = k0 + idx / (BN / 4), col = bn + (idx % (BN / 4)) * 4;
         const int valid = k < K ? min(4, N - col) : 0;
+#if B_ASYNC
+        *reinterpret_cast<float4*>(&Bs[idx / (BN / 4)][(idx % (BN / 4)) * 4]) =
+            load4_guarded(B + (size_t)k * N + col, valid, vec);
+#else
         s.b[p] = load4_guarded(B + (size_t)k * N + col, valid, vec);
+#endif
     }
 }
 
@@ -128,15 +148,23 @@ __device__ __forceinline__ void load_slice(Slice& s, const float* __restrict__ A
 // B, worked out once before the main loop (32-bit: a register each instead of two for
 // a pointer; the caller takes this path only when A and B have under 2^31 elements).
 // Slice k0 starts k0 floats to the right in A and k0 rows down in B.
-__device__ __forceinline__ void load_slice_fast(Slice& s, const float* __restrict__ A,
+__device__ __forceinline__ void load_slice_fast(Slice& s, float (*Bs)[BN],
+                                                const float* __restrict__ A,
                                                 const float* __restrict__ B, unsigned a,
                                                 unsigned b, int N, int K, int k0) {
 #pragma unroll
     for (int p = 0; p < A_LOADS; ++p)
         s.a[p] = __ldg(reinterpret_cast<const float4*>(A + (a + p * A_ROW_STEP * K + k0)));
 #pragma unroll
-    for (int p = 0; p < B_LOADS; ++p)
-        s.b[p] = __ldg(reinterpret_cast<const float4*>(B + (b + (p * B_ROW_STEP + k0) * N)));
+    for (int p = 0; p < B_LOADS; ++p) {
+        const float* src = B + (b + (p * B_ROW_STEP + k0) * N);
+#if B_ASYNC
+        const int idx = threadIdx.x + p * NTHREADS;
+        cp_async16(&Bs[idx / (BN / 4)][(idx % (BN / 4)) * 4], src);
+#else
+        s.b[p] = __ldg(reinterpret_cast<const float4*>(src));
+#endif
+    }
 }
 
 __device__ __forceinline__ void store_slice(const Slice& s, float (*As)[BM + APAD],
@@ -151,12 +179,17 @@ __device__ __forceinline__ void store_slice(const Slice& s, float (*As)[BM + APA
         As[k + 2][m] = s.a[p].z;
         As[k + 3][m] = s.a[p].w;
     }
+#if !B_ASYNC
 #pragma unroll
     for (int p = 0; p < B_LOADS; ++p) {
         const int idx = t + p * NTHREADS;
         const int k = idx / (BN / 4), n = (idx % (BN / 4)) * 4;
         *reinterpret_cast<float4*>(&Bs[k][n]) = s.b[p];
     }
+#else
+    (void)Bs;
+    cp_async_wait_all();  // this thread's copies of B have landed; the barrier follows
+#endif
 }
 
 __device__ __forceinline__ void load_frags(float* a, float* b, const float (*As)[BM + APAD],
@@ -201,11 +234,12 @@ sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restric
     const int t = threadIdx.x;
     const unsigned a_off = (bm + t / (BK / 4)) * K + (t % (BK / 4)) * 4;
     const unsigned b_off = (t / (BN / 4)) * N + bn + (t % (BN / 4)) * 4;
-    auto load = [&](Slice& sl, int k0) {
+    // Loads slice k0: A into registers, B too, or with B_ASYNC straight into Bs.
+    auto load = [&](Slice& sl, float (*Bs)[BN], int k0) {
         if (interior && k0 + BK <= K)
-            load_slice_fast(sl, A, B, a_off, b_off, N, K, k0);
+            load_slice_fast(sl, Bs, A, B, a_off, b_off, N, K, k0);
         else
-            load_slice(sl, A, B, M, N, K, bm, bn, k0, vec);
+            load_slice(sl, Bs, A, B, M, N, K, bm, bn, k0, vec);
     };
 
     float acc[TM][TN];
@@ -216,7 +250,7 @@ sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restric
     float fa[2][TM], fb[2][TN];
     Slice next;
 
-    load(next, 0);
+    load(next, Bs[0], 0);
     store_slice(next, As[0], Bs[0]);
     __syncthreads();
     load_frags(fa[0], fb[0], As[0], Bs[0], 0, am, bnn);
@@ -226,7 +260,9 @@ sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restric
         const bool more = s + 1 < slices;
         // Issue the next slice's global loads now; their results are first needed
         // after this slice's FMAs, which cover the latency.
-        if (more) load(next, (s + 1) * BK);
+        // With B_ASYNC, B goes into the other buffer now: every warp finished reading it
+        // before the barrier that ended the previous slice.
+        if (more) load(next, Bs[cur ^ 1], (s + 1) * BK);
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             if (k < BK - 1) {
