@@ -44,12 +44,17 @@ for step in $STEPS; do
       python3 bench/tune_gpu.py --only "${TUNE_ONLY:-sgemm,wmma,mma,transpose,reduce}" \
         --json-out "$RAW/tune.json" 2>&1 | tee "$RAW/tune.txt" ;;
     stalls)
+      STALL_METRICS=lts__t_bytes.sum.per_second,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum
+      STALL_METRICS+=,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
+      for r in barrier branch_resolving dispatch_stall drain imc_miss lg_throttle long_scoreboard math_pipe_throttle membar \
+               mio_throttle misc no_instruction not_selected selected short_scoreboard sleeping tex_throttle wait; do
+        STALL_METRICS+=,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio
+      done
       # Defaults, and the fastest variant of each section when `tune` ran first.
       ncu --clock-control none -k 'regex:^(sgemm|hgemm)$' \
         --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
         --section ComputeWorkloadAnalysis --section Occupancy \
-        --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
-        --metrics lts__t_bytes.sum.per_second,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active \
+        --metrics "$STALL_METRICS" \
         python3 bench/gemm_stalls.py --from-tune "$RAW/tune.json" 2>&1 | tee "$RAW/stalls.txt" | tail -60 ;;
     profile)
       python3 bench/run_profile.py 2>&1 | tee "$RAW/profile.txt" ;;

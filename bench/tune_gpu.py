@@ -149,12 +149,12 @@ def sgemm_sweep() -> None:
     keys = ("BM", "BN", "BK", "WARPS_M", "LANES_N", "MIN_BLOCKS", "GROUP_M", "NTHREADS", "B_ASYNC")
     variants = [
         (128, 128, 8, 2, 4, 2, 0, 256, 0),
-        (128, 128, 8, 2, 4, 2, 0, 256, 1),
-        (128, 128, 16, 2, 4, 2, 0, 256, 1),
-        (128, 128, 16, 4, 8, 2, 0, 256, 1),
-        (128, 128, 16, 4, 8, 2, 8, 256, 1),
-        (128, 128, 16, 2, 4, 1, 0, 256, 0),
-        (128, 128, 16, 2, 4, 1, 0, 256, 1),
+        (64, 128, 16, 2, 8, 3, 0, 128, 1),
+        (64, 128, 16, 2, 8, 3, 0, 128, 0),
+        (64, 128, 16, 2, 8, 3, 8, 128, 1),
+        (64, 128, 8, 2, 8, 3, 0, 128, 1),
+        (64, 128, 16, 2, 8, 4, 0, 128, 1),
+        (128, 64, 16, 2, 4, 3, 0, 128, 1),
         (64, 128, 16, 2, 8, 3, 0, 128, 1),
     ]
     for v in variants:
@@ -188,18 +188,20 @@ def wmma_sweep() -> None:
     case = GemmCase(a, b, ref, edge_inputs(rng, np.float16), cublas_us)
 
     variants = [
-        # BM, BN, BK, WARPS_M, STAGES, GROUP_M, NTHREADS, MIN_BLOCKS
-        (128, 128, 32, 2, 4, 8, 256, 0),
-        (128, 128, 32, 2, 4, 8, 128, 2),
-        (256, 128, 32, 4, 3, 8, 512, 0),
-        (256, 128, 32, 4, 4, 8, 512, 0),
-        (256, 128, 32, 4, 4, 4, 512, 0),
-        (128, 256, 32, 2, 3, 8, 512, 0),
-        (128, 256, 32, 2, 4, 8, 512, 0),
-        (256, 128, 64, 4, 3, 8, 512, 0),
+        # BM, BN, BK, WARPS_M, STAGES, GROUP_M, NTHREADS, MIN_BLOCKS, PREFETCH
+        (128, 128, 32, 2, 4, 8, 256, 0, 0),
+        (128, 128, 32, 2, 4, 8, 128, 2, 0),
+        (128, 128, 32, 2, 4, 8, 256, 0, 1),
+        (128, 128, 32, 2, 3, 8, 256, 0, 1),
+        (128, 128, 32, 2, 4, 8, 256, 2, 1),
+        (128, 128, 32, 2, 4, 8, 128, 2, 1),
+        (128, 128, 32, 2, 3, 8, 128, 2, 1),
+        (128, 256, 32, 2, 3, 8, 256, 0, 1),
+        (128, 256, 32, 2, 4, 8, 256, 0, 1),
     ]
-    for bm, bn, bk, wm, st, g, nt, mb in variants:
-        d = dict(BM=bm, BN=bn, BK=bk, WARPS_M=wm, STAGES=st, GROUP_M=g, NTHREADS=nt, MIN_BLOCKS=mb)
+    for bm, bn, bk, wm, st, g, nt, mb, pf in variants:
+        d = dict(BM=bm, BN=bn, BK=bk, WARPS_M=wm, STAGES=st, GROUP_M=g, NTHREADS=nt,
+                 MIN_BLOCKS=mb, PREFETCH=pf)  # fmt: skip
         name = ",".join(f"{k}={v}" for k, v in d.items())
         smem = st * (bm * (bk + 8) + bk * (bn + 8)) * 2
 

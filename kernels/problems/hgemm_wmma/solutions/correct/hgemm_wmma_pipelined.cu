@@ -50,6 +50,9 @@ using namespace nvcuda;
 #ifndef NTHREADS
 #define NTHREADS 256  // threads per block; the launch line's block must match
 #endif
+#ifndef PREFETCH
+#define PREFETCH 0  // 1: next fragments load while the current ones multiply (see main loop)
+#endif
 #define WARPS_N (NTHREADS / 32 / WARPS_M)
 #define WM (BM / WARPS_M)
 #define WN (BN / WARPS_N)
@@ -66,6 +69,7 @@ using namespace nvcuda;
 static_assert(FM >= 1 && FN >= 1 && FM * 16 == WM && FN * 16 == WN, "warp tile");
 static_assert((BM * BK / 8) % NTHREADS == 0 && (BK * BN / 8) % NTHREADS == 0, "chunks");
 static_assert(NTHREADS % (BK / 8) == 0 && NTHREADS % (BN / 8) == 0, "chunk rows");
+static_assert(!PREFETCH || (BK / 16) % 2 == 0, "fragment buffers alternate within a slice");
 
 // Which tile of C this block computes. With GROUP_M > 0, consecutive blocks walk down
 // GROUP_M block rows before moving one block column right, so the blocks resident at
@@ -193,6 +197,59 @@ hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict_
             load_stage_checked(as, bs, A, B, M, N, K, bm, bn, k0);
     };
 
+    using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major>;
+    using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major>;
+    auto load_frags = [&](FragA* a, FragB* b, int stage, int kk) {
+        const half* as = As + stage * A_STAGE;
+        const half* bs = Bs + stage * B_STAGE;
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+            wmma::load_matrix_sync(a[i], as + (wm + i * 16) * LDA + kk, LDA);
+#pragma unroll
+        for (int j = 0; j < FN; ++j) wmma::load_matrix_sync(b[j], bs + kk * LDB + wn + j * 16, LDB);
+    };
+    auto mma = [&](const FragA* a, const FragB* b) {
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+    };
+
+#if PREFETCH
+    // Prologue: every stage gets a slice in flight (a group per slice, committed even
+    // when empty so that the counts below hold), then the first slice is waited for.
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+        if (s < slices) load(s, s);
+        cp_async_commit();
+    }
+    cp_async_wait<STAGES - 1>();
+    __syncthreads();
+    FragA a[2][FM];
+    FragB b[2][FN];
+    load_frags(a[0], b[0], 0, 0);
+    int read = 0;
+    for (int s = 0; s < slices; ++s) {
+#pragma unroll
+        for (int q = 0; q < BK / 16; ++q) {
+            const int cur = q & 1;
+            if (q + 1 < BK / 16) {
+                load_frags(a[cur ^ 1], b[cur ^ 1], read, (q + 1) * 16);
+            } else {
+                // The last step of the slice: its fragments are already in registers, so
+                // the stage can be refilled once every warp has read it (the barrier),
+                // and the next slice's first fragments load while this step multiplies.
+                cp_async_wait<STAGES - 2>();
+                __syncthreads();
+                if (s + STAGES < slices) load(read, s + STAGES);
+                cp_async_commit();
+                read = read + 1 == STAGES ? 0 : read + 1;
+                if (s + 1 < slices) load_frags(a[cur ^ 1], b[cur ^ 1], read, 0);
+            }
+            mma(a[cur], b[cur]);
+        }
+    }
+#else
     // Prologue: put the first STAGES - 1 slices in flight. A group is committed even
     // when empty so that "wait until at most STAGES - 2 groups are pending" always
     // means "the oldest slice has landed".
@@ -211,26 +268,17 @@ hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict_
         if (s + STAGES - 1 < slices) load(write, s + STAGES - 1);
         cp_async_commit();
 
-        const half* as = As + read * A_STAGE;
-        const half* bs = Bs + read * B_STAGE;
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> a[FM];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> b[FN];
-#pragma unroll
-            for (int i = 0; i < FM; ++i)
-                wmma::load_matrix_sync(a[i], as + (wm + i * 16) * LDA + kk, LDA);
-#pragma unroll
-            for (int j = 0; j < FN; ++j)
-                wmma::load_matrix_sync(b[j], bs + kk * LDB + wn + j * 16, LDB);
-#pragma unroll
-            for (int i = 0; i < FM; ++i)
-#pragma unroll
-                for (int j = 0; j < FN; ++j) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+            FragA a[FM];
+            FragB b[FN];
+            load_frags(a, b, read, kk);
+            mma(a, b);
         }
         read = read + 1 == STAGES ? 0 : read + 1;
         write = write + 1 == STAGES ? 0 : write + 1;
     }
+#endif
     cp_async_wait<0>();
     __syncthreads();  // the pipeline's shared memory is reused as scratch below
 
