@@ -1,54 +1,62 @@
 // Ladder step 7: warptiling, double-buffered shared memory, tuned tile sizes.
 //
 // What changes against step 6, and why:
-//  * Warp tiles. The 256 threads form 8 warps in a 2x4 grid; each warp owns a 64x32
-//    piece of the 128x128 block tile, and each lane an 8x8 set of outputs made of
-//    2x2 sub-tiles of 4x4 that sit 32 rows and 16 columns apart. With that spacing a
-//    warp's LDS.128 of A touches 8 consecutive float4 (128 bytes) and of B 4 of them:
-//    one shared-memory wavefront each, no bank conflicts, the rest broadcasts. In step
-//    6 a thread's 8 columns were contiguous and the warp's B reads spanned 512 bytes.
-//  * Double buffering. Shared memory holds two K-slices of the tiles. While the block
-//    computes on one, the next slice is already on its way from global memory into
-//    registers (issued before the FMAs, stored after them), so load latency hides
-//    behind arithmetic and one barrier per slice suffices instead of two.
+//  * Warp tiles. The 128 threads form 4 warps in a 2x2 grid; each warp owns a 32x64
+//    piece of the 64x128 block tile, and each lane an 8x8 set of outputs made of
+//    2x2 sub-tiles of 4x4 that sit 16 rows and 32 columns apart. With that spacing a
+//    warp's LDS.128 of A touches 4 consecutive float4 (64 bytes) and of B 8 of them
+//    (128 bytes): one shared-memory wavefront each, no bank conflicts, the rest
+//    broadcasts. In step 6 a thread's 8 columns were contiguous and the warp's B reads
+//    spanned 512 bytes.
+//  * Small blocks, several per SM. About 165 registers a thread let three 4-warp blocks
+//    share an SM: while one waits at its barrier, the others keep the FMA pipe busy.
+//  * Double buffering, 16-deep slices. Shared memory holds two K-slices of the tiles.
+//    While the block computes on one, the next is on its way: A's part into registers
+//    (issued before the FMAs, stored transposed after them), B's part straight into
+//    shared memory by cp.async, which needs no registers to hold it. One barrier per
+//    slice of 16 steps: the fixed cost of a slice (addresses, stores, the barrier) is
+//    spread over 1,024 FMAs a thread.
 //  * Register double buffering. The operands for step k+1 are read from shared
 //    memory while the FMAs of step k run, so the FMA pipe never waits on an LDS.
+//  * An unchecked path. Blocks wholly inside C, with rows a multiple of 4 floats, load
+//    every slice that ends inside K without bounds checks, from addresses worked out once.
 //  * Padding. The A tile is written transposed (a float4 from a row of A becomes four
 //    scalars down a column of As); four floats of padding per row of As spread those
-//    stores over all 32 banks.
-// The sizes are macros so that the ladder's bench can try variants; the defaults are
-// the ones the book measures. Shapes that are not multiples of 4 take a scalar load
-// path; edge tiles are zero-filled, and edge stores are guarded.
-// kplay: grid=(ceil_div(N,128),ceil_div(M,128)) block=256 smem=0
+//    stores over the banks.
+// These sizes won a sweep on an H200 (bench/tune_gpu.py, bench/RESULTS.md) against
+// 128x128 blocks of 8 warps, 8-deep slices, B through registers and 2 or 4 blocks per
+// SM; they are macros, so try others. Shapes that are not multiples of 4 take a scalar
+// load path; edge tiles are zero-filled, and edge stores are guarded.
+// kplay: grid=(ceil_div(N,128),ceil_div(M,64)) block=128 smem=0
 
 #ifndef BM
-#define BM 128  // block tile rows
+#define BM 64  // block tile rows
 #endif
 #ifndef BN
 #define BN 128  // block tile columns
 #endif
 #ifndef BK
-#define BK 8  // depth of one K-slice
+#define BK 16  // depth of one K-slice
 #endif
 #ifndef WARPS_M
 #define WARPS_M 2  // warps stacked along M
 #endif
 #ifndef LANES_N
-#define LANES_N 4  // lanes side by side along N inside a warp (LANES_M = 32 / LANES_N)
+#define LANES_N 8  // lanes side by side along N inside a warp (LANES_M = 32 / LANES_N)
 #endif
 #ifndef MIN_BLOCKS
-#define MIN_BLOCKS 2  // blocks per SM the register budget must allow
+#define MIN_BLOCKS 3  // blocks per SM the register budget must allow
 #endif
 #ifndef GROUP_M
 #define GROUP_M 0  // 0: blocks take tiles in launch order; g > 0: see block_origin
 #endif
 #ifndef B_ASYNC
-#define B_ASYNC 0  // 1: slices of B go straight to shared memory (cp.async), not via registers
+#define B_ASYNC 1  // 1: slices of B go straight to shared memory (cp.async), not via registers
 #endif
 #define APAD 4
 
 #ifndef NTHREADS
-#define NTHREADS 256  // threads per block; the launch line's block must match
+#define NTHREADS 128  // threads per block; the launch line's block must match
 #endif
 #define NWARPS (NTHREADS / 32)
 #define WARPS_N (NWARPS / WARPS_M)
