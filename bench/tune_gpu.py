@@ -183,21 +183,23 @@ def wmma_sweep() -> None:
            tflops=round(2.0 * n**3 / cublas_us / 1e6, 1))  # fmt: skip
     case = GemmCase(a, b, ref, edge_inputs(rng, np.float16), cublas_us)
 
+    keys = ("BM", "BN", "BK", "WARPS_M", "STAGES", "GROUP_M", "NTHREADS", "MIN_BLOCKS",
+            "PREFETCH", "REFILL_LATE")  # fmt: skip
     variants = [
-        # BM, BN, BK, WARPS_M, STAGES, GROUP_M, NTHREADS, MIN_BLOCKS, PREFETCH
-        (128, 128, 32, 2, 4, 8, 256, 0, 0),
-        (128, 256, 32, 2, 3, 8, 256, 0, 1),
-        (128, 256, 32, 2, 2, 8, 256, 0, 1),
-        (128, 256, 32, 2, 3, 4, 256, 0, 1),
-        (128, 256, 32, 2, 3, 16, 256, 0, 1),
-        (128, 256, 64, 2, 3, 8, 256, 0, 1),
-        (256, 128, 32, 4, 3, 8, 256, 0, 1),
-        (256, 128, 32, 4, 4, 8, 256, 0, 1),
-        (256, 128, 64, 4, 3, 8, 256, 0, 1),
+        (128, 256, 64, 2, 3, 8, 256, 0, 1, 0),
+        (128, 256, 64, 2, 4, 8, 256, 0, 1, 0),
+        (128, 256, 128, 2, 2, 8, 256, 0, 1, 0),
+        (256, 128, 64, 4, 4, 8, 256, 0, 1, 0),
+        (256, 128, 128, 4, 2, 8, 256, 0, 1, 0),
+        (128, 128, 64, 2, 3, 8, 128, 2, 1, 0),
+        (128, 256, 64, 2, 3, 8, 256, 0, 1, 1),
+        (256, 128, 64, 4, 4, 8, 256, 0, 1, 1),
+        (256, 128, 128, 4, 2, 8, 256, 0, 1, 1),
+        (128, 128, 32, 2, 4, 8, 256, 0, 0, 0),
     ]
-    for bm, bn, bk, wm, st, g, nt, mb, pf in variants:
-        d = dict(BM=bm, BN=bn, BK=bk, WARPS_M=wm, STAGES=st, GROUP_M=g, NTHREADS=nt,
-                 MIN_BLOCKS=mb, PREFETCH=pf)  # fmt: skip
+    for v in variants:
+        d = dict(zip(keys, v, strict=True))
+        bm, bn, bk, st = d["BM"], d["BN"], d["BK"], d["STAGES"]
         name = ",".join(f"{k}={v}" for k, v in d.items())
         smem = st * (bm * (bk + 8) + bk * (bn + 8)) * 2
 

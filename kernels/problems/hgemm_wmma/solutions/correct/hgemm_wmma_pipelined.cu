@@ -50,6 +50,9 @@ using namespace nvcuda;
 #ifndef NTHREADS
 #define NTHREADS 256  // threads per block; the launch line's block must match
 #endif
+#ifndef REFILL_LATE
+#define REFILL_LATE 0  // with PREFETCH: 1 issues the stage refill after the fragment loads
+#endif
 #ifndef PREFETCH
 #define PREFETCH 0  // 1: next fragments load while the current ones multiply (see main loop)
 #endif
@@ -241,10 +244,17 @@ hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict_
                 // and the next slice's first fragments load while this step multiplies.
                 cp_async_wait<STAGES - 2>();
                 __syncthreads();
-                if (s + STAGES < slices) load(read, s + STAGES);
-                cp_async_commit();
+                const int freed = read;
                 read = read + 1 == STAGES ? 0 : read + 1;
+#if REFILL_LATE  // fragment loads first: they are on the critical path, the refill is not
                 if (s + 1 < slices) load_frags(a[cur ^ 1], b[cur ^ 1], read, 0);
+                if (s + STAGES < slices) load(freed, s + STAGES);
+                cp_async_commit();
+#else
+                if (s + STAGES < slices) load(freed, s + STAGES);
+                cp_async_commit();
+                if (s + 1 < slices) load_frags(a[cur ^ 1], b[cur ^ 1], read, 0);
+#endif
             }
             mma(a[cur], b[cur]);
         }
