@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,10 +30,12 @@ from bench.tune_gpu import SGEMM, WMMA, build  # noqa: E402
 
 N = 4096
 KERNELS = {"sgemm": ("sgemm", SGEMM, np.float32), "wmma": ("hgemm", WMMA, np.float16)}
-DEFAULTS = {
-    "sgemm": dict(BM=128, BN=128, BK=8, NTHREADS=256),
-    "wmma": dict(BM=128, BN=128, BK=32, STAGES=4, NTHREADS=256),
-}
+
+
+def source_defaults(path: Path) -> dict[str, int]:
+    """The kernel file's own defaults: every `#ifndef X` / `#define X <int>` pair."""
+    found = re.findall(r"#ifndef (\w+)\s*\n#define \1 (\d+)", path.read_text())
+    return {name: int(value) for name, value in found}
 
 
 def best_variants(tune_json: Path) -> dict[str, dict[str, int]]:
@@ -50,7 +53,7 @@ def best_variants(tune_json: Path) -> dict[str, dict[str, int]]:
 
 def launch(section: str, macros: dict[str, int], rng: Any) -> None:
     name, path, dtype = KERNELS[section]
-    d = {**DEFAULTS[section], **macros}
+    d = {**source_defaults(path), **macros}
     smem = 0
     if section == "wmma":
         smem = d["STAGES"] * (d["BM"] * (d["BK"] + 8) + d["BK"] * (d["BN"] + 8)) * 2

@@ -1,26 +1,39 @@
-// Tensor-core GEMM with WMMA: 8 warps per block, 4x2 accumulator fragments per warp,
-// and a cp.async pipeline that keeps STAGES K-slices of A and B in flight.
+// Tensor-core GEMM with WMMA: 8 warps per block, 4x4 accumulator fragments per warp,
+// a cp.async pipeline that keeps STAGES K-slices of A and B in shared memory, and
+// fragments loaded one step ahead of the mma_sync that uses them.
 //
 // Why this shape:
-//  * A block tile of BM x BN = 128 x 128 split among 8 warps (2 x 4) gives each warp a
-//    64x32 tile: 4 A fragments and 2 B fragments loaded from shared memory feed 8
-//    mma_sync calls. With one fragment per warp the loads would outnumber the math.
+//  * A block tile of BM x BN = 128 x 256 split among 8 warps (2 x 4) gives each warp a
+//    64x64 tile: 4 A fragments and 4 B fragments loaded from shared memory feed 16
+//    mma_sync calls. The bigger the warp tile, the fewer shared-memory reads per
+//    multiply; the bigger the block tile, the fewer times A and B cross from L2.
 //  * cp.async copies global memory straight into shared memory, without a detour
-//    through registers, and does not stall the issuing warp. The block keeps
-//    STAGES - 1 slices in flight while it computes on the oldest one, which hides the
-//    latency of HBM behind tensor-core work.
+//    through registers, and does not stall the issuing warp. All STAGES stages hold a
+//    slice in flight; the block computes on the oldest while the others arrive.
+//  * Deep slices. A slice is 64 halves of K: 4 steps of 16 between two barriers, and
+//    with 3 stages about 100 KB of copies in flight per SM, enough to cover the time
+//    from L2 or HBM.
+//  * One step ahead (PREFETCH). While the mma_sync of step k run, the fragments of
+//    step k + 1 are already loading from shared memory into a second set of registers;
+//    at the last step of a slice, right after the barrier, that means the first
+//    fragments of the next slice. The tensor cores never wait for a load that could
+//    have been issued earlier.
 //  * Shared rows are padded by 8 halves (16 bytes): the 8 rows that a fragment load
 //    reads together then start in 8 different groups of 4 banks.
-//  * About 126 registers a thread and 75,776 bytes of shared memory let two blocks share
-//    an SM: while one waits at its barrier, the other's warps keep the tensor cores busy.
-//    Blocks take their tiles in groups of GROUP_M block rows (see block_origin).
-// These sizes won a sweep on an H200 (bench/tune_gpu.py) against 128 x 256 and 256 x 128
-// tiles, 64-wide slices and 3 to 5 stages; they are macros, so try others.
+//  * The price: about 254 registers a thread (one block of 8 warps per SM) and 156,672
+//    bytes of shared memory. Blocks take their tiles in groups of GROUP_M block rows
+//    (see block_origin) so that the blocks resident at one time share slices in L2.
+// These sizes won sweeps on an H200 (bench/tune_gpu.py, bench/RESULTS.md) against
+// 128 x 128 tiles at two blocks per SM, 32- and 128-wide slices, 2 to 5 stages and
+// loading each step's fragments just before use (PREFETCH 0); they are macros, so try
+// others. The launch line must follow: grid from BM and BN, block from NTHREADS, and
+// smem = STAGES * (BM * (BK + 8) + BK * (BN + 8)) * 2.
 // Edges: a 16-byte copy is used only when all 8 halves exist and are aligned (K and N
 // multiples of 8); otherwise the chunk is filled element by element, zeros outside the
-// matrix. Fragments wholly inside C are stored directly; the rest pass through a
-// per-warp scratch tile and are copied back with bounds checks.
-// kplay: grid=(ceil_div(N,128),ceil_div(M,128)) block=256 smem=75776
+// matrix. Blocks wholly inside aligned matrices copy every slice that ends inside K
+// without checks. Fragments wholly inside C are stored directly; the rest pass through
+// a per-warp scratch tile and are copied back with bounds checks.
+// kplay: grid=(ceil_div(N,256),ceil_div(M,128)) block=256 smem=156672
 
 #include <mma.h>
 #include <cuda_fp16.h>
@@ -30,16 +43,16 @@ using namespace nvcuda;
 #define BM 128
 #endif
 #ifndef BN
-#define BN 128
+#define BN 256
 #endif
 #ifndef BK
-#define BK 32
+#define BK 64
 #endif
 #ifndef WARPS_M
 #define WARPS_M 2
 #endif
 #ifndef STAGES
-#define STAGES 4
+#define STAGES 3
 #endif
 #ifndef GROUP_M
 #define GROUP_M 8  // 0: blocks take tiles in launch order; g > 0: see block_origin
@@ -50,11 +63,8 @@ using namespace nvcuda;
 #ifndef NTHREADS
 #define NTHREADS 256  // threads per block; the launch line's block must match
 #endif
-#ifndef REFILL_LATE
-#define REFILL_LATE 0  // with PREFETCH: 1 issues the stage refill after the fragment loads
-#endif
 #ifndef PREFETCH
-#define PREFETCH 0  // 1: next fragments load while the current ones multiply (see main loop)
+#define PREFETCH 1  // 1: next fragments load while the current ones multiply (see main loop)
 #endif
 #define WARPS_N (NTHREADS / 32 / WARPS_M)
 #define WM (BM / WARPS_M)
@@ -66,7 +76,7 @@ using namespace nvcuda;
 #define LDB (BN + PAD)
 #define A_STAGE (BM * LDA)
 #define B_STAGE (BK * LDB)
-// Dynamic shared memory: STAGES * (A_STAGE + B_STAGE) * 2 bytes = 75776 by default,
+// Dynamic shared memory: STAGES * (A_STAGE + B_STAGE) * 2 bytes = 156672 by default,
 // the value in the kplay line above.
 
 static_assert(FM >= 1 && FN >= 1 && FM * 16 == WM && FN * 16 == WN, "warp tile");
@@ -246,15 +256,9 @@ hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict_
                 __syncthreads();
                 const int freed = read;
                 read = read + 1 == STAGES ? 0 : read + 1;
-#if REFILL_LATE  // fragment loads first: they are on the critical path, the refill is not
-                if (s + 1 < slices) load_frags(a[cur ^ 1], b[cur ^ 1], read, 0);
-                if (s + STAGES < slices) load(freed, s + STAGES);
-                cp_async_commit();
-#else
                 if (s + STAGES < slices) load(freed, s + STAGES);
                 cp_async_commit();
                 if (s + 1 < slices) load_frags(a[cur ^ 1], b[cur ^ 1], read, 0);
-#endif
             }
             mma(a[cur], b[cur]);
         }
