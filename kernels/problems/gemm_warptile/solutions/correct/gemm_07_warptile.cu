@@ -266,10 +266,9 @@ sgemm(const float* __restrict__ A, const float* __restrict__ B, float* __restric
     for (int s = 0; s < slices; ++s) {
         const int cur = s & 1;
         const bool more = s + 1 < slices;
-        // Issue the next slice's global loads now; their results are first needed
-        // after this slice's FMAs, which cover the latency.
-        // With B_ASYNC, B goes into the other buffer now: every warp finished reading it
-        // before the barrier that ended the previous slice.
+        // Issue the next slice's loads now; they are first needed after this slice's
+        // FMAs, which cover their latency. B's copies go into the other buffer at once:
+        // every warp finished reading it before the barrier that ended the last slice.
         if (more) load(next, Bs[cur ^ 1], (s + 1) * BK);
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
