@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from bench.tune_gpu import SGEMM, WMMA, build  # noqa: E402
+from bench.tune_gpu import SGEMM, WMMA, build, wmma_smem_bytes  # noqa: E402
 
 N = 4096
 KERNELS = {"sgemm": ("sgemm", SGEMM, np.float32), "wmma": ("hgemm", WMMA, np.float16)}
@@ -54,9 +54,7 @@ def best_variants(tune_json: Path) -> dict[str, dict[str, int]]:
 def launch(section: str, macros: dict[str, int], rng: Any) -> None:
     name, path, dtype = KERNELS[section]
     d = {**source_defaults(path), **macros}
-    smem = 0
-    if section == "wmma":
-        smem = d["STAGES"] * (d["BM"] * (d["BK"] + 8) + d["BK"] * (d["BN"] + 8)) * 2
+    smem = wmma_smem_bytes(d) if section == "wmma" else 0
     a = cp.asarray(rng.uniform(-1, 1, (N, N)).astype(dtype))
     b = cp.asarray(rng.uniform(-1, 1, (N, N)).astype(dtype))
     c = cp.empty((N, N), dtype=cp.float32)

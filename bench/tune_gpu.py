@@ -123,6 +123,12 @@ class GemmCase:
                     res=regs(k))  # fmt: skip
 
 
+def wmma_smem_bytes(d: dict[str, int]) -> int:
+    """Dynamic shared memory of hgemm_wmma_pipelined.cu built with macros `d` (its STAGES
+    ring of padded A and B slices, 8 halves of padding a row)."""
+    return d["STAGES"] * (d["BM"] * (d["BK"] + 8) + d["BK"] * (d["BN"] + 8)) * 2
+
+
 def edge_inputs(rng: Any, dtype: Any) -> list[tuple[Any, Any]]:
     pairs = []
     for m, k, n in ((257, 300, 129), (384, 200, 264)):
@@ -194,9 +200,8 @@ def wmma_sweep() -> None:
     ]
     for v in variants:
         d = dict(zip(keys, v, strict=True))
-        bm, bn, bk, st = d["BM"], d["BN"], d["BK"], d["STAGES"]
         name = ",".join(f"{k}={v}" for k, v in d.items())
-        smem = st * (bm * (bk + 8) + bk * (bn + 8)) * 2
+        smem = wmma_smem_bytes(d)
 
         def run(d: dict[str, int] = d, smem: int = smem) -> dict[str, Any]:
             k = build(WMMA, "hgemm", d)
