@@ -26,10 +26,14 @@ sys.path.insert(0, str(ROOT))
 import cupy as cp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from bench.tune_gpu import SGEMM, WMMA, build, wmma_smem_bytes  # noqa: E402
+from bench.tune_gpu import SGEMM, WMMA, WMMA_CLUSTER, build, gemm_grid, wmma_smem_bytes  # noqa: E402
 
 N = 4096
-KERNELS = {"sgemm": ("sgemm", SGEMM, np.float32), "wmma": ("hgemm", WMMA, np.float16)}
+KERNELS = {
+    "sgemm": ("sgemm", SGEMM, np.float32),
+    "wmma": ("hgemm", WMMA, np.float16),
+    "wmmac": ("hgemm", WMMA_CLUSTER, np.float16),
+}
 
 
 def source_defaults(path: Path) -> dict[str, int]:
@@ -43,10 +47,15 @@ def best_variants(tune_json: Path) -> dict[str, dict[str, int]]:
     best: dict[str, tuple[float, dict[str, int]]] = {}
     for row in json.loads(tune_json.read_text()):
         section, us = row["section"], row.get("us")
+        variant = row["variant"]
+        if section == "wmmac":  # the cluster section also times the pipelined kernel
+            if not variant.startswith("cluster "):
+                continue
+            variant = variant.removeprefix("cluster ")
         if section not in KERNELS or not row.get("ok") or us is None:
             continue
         if section not in best or us < best[section][0]:
-            macros = {k: int(v) for k, v in (kv.split("=") for kv in row["variant"].split(","))}
+            macros = {k: int(v) for k, v in (kv.split("=") for kv in variant.split(","))}
             best[section] = (us, macros)
     return {s: m for s, (_, m) in best.items()}
 
@@ -54,14 +63,14 @@ def best_variants(tune_json: Path) -> dict[str, dict[str, int]]:
 def launch(section: str, macros: dict[str, int], rng: Any) -> None:
     name, path, dtype = KERNELS[section]
     d = {**source_defaults(path), **macros}
-    smem = wmma_smem_bytes(d) if section == "wmma" else 0
+    smem = wmma_smem_bytes(d) if section != "sgemm" else 0
     a = cp.asarray(rng.uniform(-1, 1, (N, N)).astype(dtype))
     b = cp.asarray(rng.uniform(-1, 1, (N, N)).astype(dtype))
     c = cp.empty((N, N), dtype=cp.float32)
     k = build(path, name, macros)
     if smem:
         k.max_dynamic_shared_size_bytes = smem
-    grid = ((N + d["BN"] - 1) // d["BN"], (N + d["BM"] - 1) // d["BM"])
+    grid = gemm_grid(d, N, N)
     for _ in range(2):
         k(grid, (d["NTHREADS"],), (a, b, c, np.int32(N), np.int32(N), np.int32(N)),
           shared_mem=smem)  # fmt: skip
@@ -75,7 +84,7 @@ def main() -> None:
     parser.add_argument("--from-tune", type=Path)
     args = parser.parse_args()
     rng = np.random.default_rng(5)
-    runs: list[tuple[str, dict[str, int]]] = [("sgemm", {}), ("wmma", {})]
+    runs: list[tuple[str, dict[str, int]]] = [("sgemm", {}), ("wmma", {}), ("wmmac", {})]
     if args.from_tune and args.from_tune.exists():
         runs += list(best_variants(args.from_tune).items())
     for section, macros in runs:

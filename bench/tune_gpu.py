@@ -35,6 +35,7 @@ import numpy as np  # noqa: E402
 PROBLEMS = ROOT / "kernels" / "problems"
 SGEMM = PROBLEMS / "sgemm" / "solutions" / "correct" / "gemm_07_warptile.cu"
 WMMA = PROBLEMS / "hgemm_wmma" / "solutions" / "correct" / "hgemm_wmma_pipelined.cu"
+WMMA_CLUSTER = PROBLEMS / "hgemm_wmma" / "solutions" / "correct" / "hgemm_wmma_cluster.cu"
 TRANSPOSE = PROBLEMS / "transpose" / "solutions" / "correct" / "transpose_tiled_padded.cu"
 REDUCE = PROBLEMS / "sum" / "solutions" / "correct" / "reduce_sum_shuffle_float4.cu"
 
@@ -105,7 +106,7 @@ class GemmCase:
 
         def launch(x: Any, y: Any, z: Any) -> None:
             m, kk, nn = x.shape[0], x.shape[1], y.shape[1]
-            grid = ((nn + d["BN"] - 1) // d["BN"], (m + d["BM"] - 1) // d["BM"])
+            grid = gemm_grid(d, m, nn)
             args = (x, y, z, np.int32(m), np.int32(nn), np.int32(kk))
             k(grid, (d["NTHREADS"],), args, shared_mem=smem)
 
@@ -121,6 +122,13 @@ class GemmCase:
                     tflops=round(self.flops / us / 1e6, 2),
                     pct_cublas=round(100 * self.base_us / us, 1), err=f"{err:.1e}",
                     res=regs(k))  # fmt: skip
+
+
+def gemm_grid(d: dict[str, int], m: int, n: int) -> tuple[int, int]:
+    """Blocks along N and M for a GEMM kernel built with macros `d`; with CLUSTER > 1 the
+    y extent is rounded up to whole clusters (a cluster's blocks stack along M)."""
+    cl = d.get("CLUSTER", 1)
+    return (n + d["BN"] - 1) // d["BN"], (m + d["BM"] * cl - 1) // (d["BM"] * cl) * cl
 
 
 def wmma_smem_bytes(d: dict[str, int]) -> int:
@@ -209,6 +217,43 @@ def wmma_sweep() -> None:
             return {**case.measure(k, d, tol=1e-2, edge_tol=1e-2, smem=smem), "smem": smem}
 
         attempt("wmma", name, run)
+
+
+def wmma_cluster_sweep() -> None:
+    """The cluster kernel (B slices shared by two blocks through multicast bulk copies)
+    against the pipelined kernel's defaults, both timed in this run."""
+    from kernels.catalog import get_problem
+
+    hg = get_problem("hgemm_wmma").reference
+    rng = np.random.default_rng(3)
+    n = 4096
+    a = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float16))
+    b = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float16))
+    ref = cp.empty((n, n), dtype=cp.float32)
+    cublas_us = timed(lambda: hg.baseline({"A": a, "B": b, "C": ref}, {"M": n, "N": n, "K": n}, cp))
+    record("wmmac", "cuBLAS fp16->fp32", us=round(cublas_us, 1),
+           tflops=round(2.0 * n**3 / cublas_us / 1e6, 1))  # fmt: skip
+    case = GemmCase(a, b, ref, edge_inputs(rng, np.float16), cublas_us)
+    base = dict(BM=128, BN=256, BK=64, WARPS_M=2, NTHREADS=256)
+    runs: list[tuple[Path, dict[str, int]]] = [
+        (WMMA, {**base, "STAGES": 3, "GROUP_M": 8, "PREFETCH": 1}),  # the pipelined kernel
+    ]
+    keys = ("CLUSTER", "A_ASYNC", "STAGES", "GROUP_M")
+    for v in [(2, 1, 3, 4), (2, 0, 3, 4), (1, 1, 3, 8), (1, 0, 3, 8), (2, 1, 4, 4),
+              (2, 0, 4, 4), (2, 1, 3, 8), (2, 1, 3, 2)]:  # fmt: skip
+        runs.append((WMMA_CLUSTER, {**base, **dict(zip(keys, v, strict=True))}))
+    for path, d in runs:
+        name = ("cluster " if path == WMMA_CLUSTER else "pipelined ") + ",".join(
+            f"{k}={v}" for k, v in d.items() if k not in base
+        )
+        smem = wmma_smem_bytes(d)
+
+        def run(path: Path = path, d: dict[str, int] = d, smem: int = smem) -> dict[str, Any]:
+            k = build(path, "hgemm", d)
+            k.max_dynamic_shared_size_bytes = smem
+            return {**case.measure(k, d, tol=1e-2, edge_tol=1e-2, smem=smem), "smem": smem}
+
+        attempt("wmmac", name, run)
 
 
 MMA_PEAK = r"""
@@ -341,7 +386,7 @@ def main() -> None:
     parser.add_argument("--only", default="sgemm,wmma,mma,transpose,reduce")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
-    steps = {"sgemm": sgemm_sweep, "wmma": wmma_sweep, "mma": mma_peak,
+    steps = {"sgemm": sgemm_sweep, "wmma": wmma_sweep, "wmmac": wmma_cluster_sweep, "mma": mma_peak,
              "transpose": transpose_sweep, "reduce": reduce_sweep}  # fmt: skip
     for name in args.only.split(","):
         steps[name]()
