@@ -238,9 +238,9 @@ def wmma_cluster_sweep() -> None:
     runs: list[tuple[Path, dict[str, int]]] = [
         (WMMA, {**base, "STAGES": 3, "GROUP_M": 8, "PREFETCH": 1}),  # the pipelined kernel
     ]
-    keys = ("CLUSTER", "A_ASYNC", "STAGES", "GROUP_M")
-    for v in [(2, 1, 3, 4), (2, 0, 3, 4), (1, 1, 3, 8), (1, 0, 3, 8), (2, 1, 4, 4),
-              (2, 0, 4, 4), (2, 1, 3, 8), (2, 1, 3, 2)]:  # fmt: skip
+    keys = ("CLUSTER", "A_ASYNC", "STAGES", "GROUP_M", "REFILL_STEP")
+    for v in [(2, 0, 4, 4, 1), (2, 1, 4, 4, 1), (2, 0, 3, 4, 1), (2, 0, 4, 4, 0),
+              (2, 0, 4, 4, 2), (2, 0, 4, 8, 1), (1, 0, 4, 8, 1), (1, 1, 4, 8, 1)]:  # fmt: skip
         runs.append((WMMA_CLUSTER, {**base, **dict(zip(keys, v, strict=True))}))
     for path, d in runs:
         name = ("cluster " if path == WMMA_CLUSTER else "pipelined ") + ",".join(

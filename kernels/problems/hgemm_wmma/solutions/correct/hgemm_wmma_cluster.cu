@@ -68,11 +68,20 @@ using namespace nvcuda;
 #define A_STAGE (BM * LDA)
 #define B_STAGE (BK * LDB)
 #define B_ROWS_OWN (BK / CLUSTER)  // rows of each B slice this block copies for the cluster
+#define NWARPS (NTHREADS / 32)
+#define A_PER_WARP (BM / NWARPS)  // bulk copies of A rows each warp issues (A_ASYNC 0)
+#define B_PER_WARP (B_ROWS_OWN / NWARPS)
+#ifndef REFILL_STEP
+#define REFILL_STEP 1  // step of slice s at which the stage of slice s - 1 is refilled
+#endif
 
 static_assert(FM * 16 == WM && FN * 16 == WN, "warp tile");
 static_assert((BK / 16) % 2 == 0, "fragment buffers alternate within a slice");
 static_assert((BM * BK / 8) % NTHREADS == 0 && NTHREADS % (BK / 8) == 0, "A chunks");
-static_assert(BM <= NTHREADS && B_ROWS_OWN <= NTHREADS - 128, "one copy per thread");
+static_assert(A_PER_WARP * NWARPS == BM && B_PER_WARP * NWARPS == B_ROWS_OWN &&
+                  (A_ASYNC ? 0 : A_PER_WARP) + B_PER_WARP <= 32,
+              "bulk copies: whole rows per warp, one per lane");
+static_assert(REFILL_STEP < BK / 16, "refill step");
 static_assert(CLUSTER == 1 || CLUSTER == 2, "cluster size");
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
@@ -102,16 +111,23 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
             : "memory");
     } while (!done);
 }
-__device__ __forceinline__ void cluster_arrive() {
+// Whole-cluster barrier (release/acquire): used twice, around the main loop, never inside.
+__device__ __forceinline__ void cluster_sync() {
 #if CLUSTER > 1
     asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cluster_wait() {
-#if CLUSTER > 1
     asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 #else
     __syncthreads();
+#endif
+}
+// Arrive on the barrier at offset `bar` in the shared memory of cluster block `cta`.
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned cta) {
+#if CLUSTER > 1
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(cta));
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+#else
+    mbar_arrive(bar);
 #endif
 }
 __device__ __forceinline__ unsigned cluster_rank() {
@@ -178,7 +194,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS) CLUSTER_ATTR
 hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict__ C, int M,
       int N, int K) {
     extern __shared__ __align__(128) unsigned char smem_raw[];
-    __shared__ __align__(8) unsigned long long full[STAGES];
+    __shared__ __align__(8) unsigned long long full[STAGES];   // stage s holds its slice
+    __shared__ __align__(8) unsigned long long empty[STAGES];  // every warp of the cluster read it
     half* As = reinterpret_cast<half*>(smem_raw);
     half* Bs = As + STAGES * A_STAGE;
 
@@ -193,15 +210,14 @@ hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict_
     const int a_rows = max(0, min(BM, M - bm));
 
     if (t == 0) {
-        for (int s = 0; s < STAGES; ++s) mbar_init(smem_u32(&full[s]), A_ASYNC ? NTHREADS + 1 : 1);
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(smem_u32(&full[s]), A_ASYNC ? NTHREADS + 1 : 1);
+            mbar_init(smem_u32(&empty[s]), CLUSTER * NWARPS);
+        }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     // Both blocks' barriers must exist before either block's copies can signal them.
-    cluster_arrive();
-    cluster_wait();
-#if CLUSTER == 1
-    __syncthreads();
-#endif
+    cluster_sync();
 
     // Fill stage `stage` with slice `slice`; the stage's barrier completes its phase when
     // the slice is in place.
@@ -220,13 +236,18 @@ hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict_
             }
             cp_async_arrive(bar);
             const unsigned tx = BK * b_bytes;
+            const int br = lane;
 #else
-            if (t < a_rows) bulk_copy(as + t * LDA, A + (size_t)(bm + t) * K + k0, BK * 2, bar, false);
+            const int ar = warp * A_PER_WARP + lane;
+            if (lane < A_PER_WARP && ar < a_rows)
+                bulk_copy(as + ar * LDA, A + (size_t)(bm + ar) * K + k0, BK * 2, bar, false);
             const unsigned tx = a_rows * BK * 2 + BK * b_bytes;
+            const int br = lane - A_PER_WARP;
 #endif
-            const int br = t - 128;
-            if (br >= 0 && br < B_ROWS_OWN) {
-                const int r = rank * B_ROWS_OWN + br;
+            // The copy engine takes one copy per instruction and lane, in turn: each warp
+            // issues a few, so that no warp spends long on them.
+            if (br >= 0 && br < B_PER_WARP) {
+                const int r = rank * B_ROWS_OWN + warp * B_PER_WARP + br;
                 bulk_copy(bs + r * LDB, B + (size_t)(k0 + r) * N + bn, b_bytes, bar, true);
             }
             if (t == 0) mbar_arrive_expect_tx(bar, tx);
@@ -287,23 +308,29 @@ hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict_
 #pragma unroll
             for (int q = 0; q < BK / 16; ++q) {
                 const int cur = q & 1;
+                const int next = read + 1 == STAGES ? 0 : read + 1;
                 if (q + 1 < BK / 16) {
                     load_frags(a[cur ^ 1], b[cur ^ 1], read, (q + 1) * 16);
-                    mma(a[cur], b[cur]);
                 } else {
-                    // This step's fragments are in registers: the stage is read.
-                    cluster_arrive();
-                    const int next = read + 1 == STAGES ? 0 : read + 1;
+                    // This step's fragments are in registers: the warp is done with the
+                    // stage, and says so to both blocks (their copies write into it).
+                    __syncwarp();
+                    if (lane == 0)
+                        for (int c = 0; c < CLUSTER; ++c) mbar_arrive_cluster(smem_u32(&empty[read]), c);
                     if (s + 1 < slices) {
                         mbar_wait(smem_u32(&full[next]), ((s + 1) / STAGES) & 1);
                         load_frags(a[cur ^ 1], b[cur ^ 1], next, 0);
                     }
-                    mma(a[cur], b[cur]);
-                    // Every warp of both blocks has read stage `read`: refill it.
-                    cluster_wait();
-                    if (s + STAGES < slices) refill(read, s + STAGES);
-                    read = next;
                 }
+                mma(a[cur], b[cur]);
+                // A step into slice s, refill the stage that slice s - 1 left: by now
+                // every warp of the cluster has normally released it, so the wait is short.
+                if (q == REFILL_STEP && s >= 1 && s - 1 + STAGES < slices) {
+                    const int freed = read == 0 ? STAGES - 1 : read - 1;
+                    mbar_wait(smem_u32(&empty[freed]), ((s - 1) / STAGES) & 1);
+                    refill(freed, s - 1 + STAGES);
+                }
+                if (q + 1 == BK / 16) read = next;
             }
         }
     }
@@ -331,6 +358,5 @@ hgemm(const half* __restrict__ A, const half* __restrict__ B, float* __restrict_
             }
         }
     // No block leaves while its partner may still signal its barriers.
-    cluster_arrive();
-    cluster_wait();
+    cluster_sync();
 }
