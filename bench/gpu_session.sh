@@ -53,7 +53,7 @@ for step in $STEPS; do
       # Defaults, and the fastest variant of each section when `tune` ran first.
       ncu --clock-control none -k 'regex:^(sgemm|hgemm)$' \
         --section SpeedOfLight --section WarpStateStats --section SchedulerStats \
-        --section ComputeWorkloadAnalysis --section Occupancy \
+        --section ComputeWorkloadAnalysis --section Occupancy ${STALL_SOURCE:+--section SourceCounters} \
         --metrics "$STALL_METRICS" \
         python3 bench/gemm_stalls.py --from-tune "$RAW/tune.json" 2>&1 | tee "$RAW/stalls.txt" | tail -60 ;;
     profile)

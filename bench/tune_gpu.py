@@ -256,6 +256,45 @@ def wmma_cluster_sweep() -> None:
         attempt("wmmac", name, run)
 
 
+def wmma_diag() -> None:
+    """Where the pipelined WMMA kernel's time goes: the same kernel with parts of its slice
+    boundary cut out of the source. Only the first variant computes the product; the others
+    multiply stale shared memory (their error is reported, not checked) and time what is left."""
+    rng = np.random.default_rng(4)
+    n = 4096
+    a = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float16))
+    b = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float16))
+    ref = cp.matmul(a.astype(cp.float32), b.astype(cp.float32))
+    c = cp.empty((n, n), dtype=cp.float32)
+    d = dict(BM=128, BN=256, BK=64, WARPS_M=2, STAGES=3, GROUP_M=8, NTHREADS=256, PREFETCH=1)
+    smem = wmma_smem_bytes(d)
+    src = WMMA.read_text()
+    wait = "                cp_async_wait<STAGES - 2>();\n                __syncthreads();\n"
+    refill = "if (s + STAGES < slices) load(freed, s + STAGES);"
+    assert wait in src and refill in src
+    cuts = {
+        "as written": [],
+        "no refill": [(refill, "")],
+        "no barrier": [(wait, "                cp_async_wait<STAGES - 2>();\n")],
+        "no refill, no wait, no barrier": [(refill, ""), (wait, "")],
+    }
+    for name, edits in cuts.items():
+        body = src
+        for old, new in edits:
+            body = body.replace(old, new)
+
+        def run(body: str = body) -> dict[str, Any]:
+            k = build(body, "hgemm", d)
+            k.max_dynamic_shared_size_bytes = smem
+            grid = gemm_grid(d, n, n)
+            args = (a, b, c, np.int32(n), np.int32(n), np.int32(n))
+            us = timed(lambda: k(grid, (256,), args, shared_mem=smem))
+            err = float(cp.abs(c - ref).max())
+            return dict(us=round(us, 1), tflops=round(2.0 * n**3 / us / 1e6, 1), err=f"{err:.1e}")
+
+        attempt("wmma_diag", name, run)
+
+
 MMA_PEAK = r"""
 #include <mma.h>
 #include <cuda_fp16.h>
@@ -386,8 +425,9 @@ def main() -> None:
     parser.add_argument("--only", default="sgemm,wmma,mma,transpose,reduce")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
-    steps = {"sgemm": sgemm_sweep, "wmma": wmma_sweep, "wmmac": wmma_cluster_sweep, "mma": mma_peak,
-             "transpose": transpose_sweep, "reduce": reduce_sweep}  # fmt: skip
+    steps = {"sgemm": sgemm_sweep, "wmma": wmma_sweep, "wmmac": wmma_cluster_sweep,
+             "diag": wmma_diag, "mma": mma_peak, "transpose": transpose_sweep,
+             "reduce": reduce_sweep}  # fmt: skip
     for name in args.only.split(","):
         steps[name]()
         if args.json_out:
