@@ -3,7 +3,8 @@
 # latency and throughput, timing fidelity, the GEMM ladder, Part I's GPU figures, every
 # solution through the engine, and the GPU tests.
 # Usage: KPLAY_COMMIT=<hash> bench/gpu_session.sh OUTDIR [steps...]
-#   TUNE_ONLY=sections limits `tune`; TESTS_K=expr limits `tests` (pytest -k).
+#   TUNE_ONLY=sections limits `tune`; TESTS_K=expr limits `tests` (pytest -k);
+#   LADDER_PROBLEMS=slugs limits `ladder`; STALL_SOURCE=1 adds source-level stall tables.
 #   steps: calibrate tune stalls profile fleet fidelity gemm part1 ladder tests (the device copy has no git)
 # Every output goes under OUTDIR/raw and, after each step, into OUTDIR/session.tar.gz.
 # Ceilings found in ./.ceilings/*.json are put in the cache first (a calibration made
@@ -73,7 +74,7 @@ for step in $STEPS; do
       python3 bench/part1.py --gpu 2>&1 | tee "$RAW/part1.md"
       cp bench/results/part1*.json "$RAW/" 2>/dev/null ;;
     ladder)
-      python3 bench/problem_runs.py --json-out "$RAW/problem_runs.json" 2>&1 | tee "$RAW/problem_runs.md" ;;
+      python3 bench/problem_runs.py ${LADDER_PROBLEMS:+--problems "$LADDER_PROBLEMS"} --json-out "$RAW/problem_runs.json" 2>&1 | tee "$RAW/problem_runs.md" ;;
   esac
   tar czf "$OUTDIR/session.tar.gz" -C "$RAW" .
 done

@@ -1,30 +1,39 @@
 // Tensor-core GEMM with WMMA, fed by Hopper's copy engine: pairs of blocks (a cluster of
 // 2) share every slice of B, which crosses from L2 once for both.
 //
-// The math is the pipelined WMMA kernel's: 8 warps per block, a 128 x 256 block tile,
-// 64 x 64 per warp (4 x 4 accumulator fragments), fragments loaded one step ahead of the
+// An experiment, kept because its result is instructive: it moves a third fewer bytes
+// out of L2 than hgemm_wmma_pipelined.cu and is no faster (about 52% of cuBLAS fp16 on an
+// H200 against 54%; bench/RESULTS.md, fourth session). The L2 was not what held the
+// pipelined kernel back; see chapter 7 of Part II.
+//
+// The math is the pipelined kernel's: 8 warps per block, a 128 x 256 block tile, 64 x 64
+// per warp (4 x 4 accumulator fragments), fragments loaded one step ahead of the
 // mma_sync that uses them. What changes is how the slices reach shared memory:
 //  * The two blocks of a cluster compute vertically adjacent tiles of C (rows bm and
 //    bm + 128, the same columns), so they need the same B slice. Each copies half of
 //    its rows with `cp.async.bulk ... multicast::cluster`: one read from L2 lands in the
 //    shared memory of both blocks. L2 traffic per block falls from 128 + 256 to
-//    128 + 128 rows of a slice, a third less.
-//  * A bulk copy completes on an mbarrier in shared memory (one per stage) that counts
-//    bytes: a thread announces how many bytes the stage expects, the copy engine counts
-//    them in, and every warp waits on the barrier's phase before reading the stage.
-//    With A_ASYNC (the default) A still comes by per-thread 16-byte cp.async, which the
-//    same barrier tracks (cp.async.mbarrier.arrive); with A_ASYNC 0 every row of A is a
-//    bulk copy too.
-//  * A stage is refilled only when both blocks of the cluster have read it: the
-//    cluster barrier (barrier.cluster.arrive / wait) replaces __syncthreads, split so
-//    that the wait comes after this step's mma_sync are issued.
+//    128 + 128 rows of a slice.
+//  * A bulk copy completes on an mbarrier in shared memory (`full`, one per stage) that
+//    counts bytes: a thread announces how many bytes the stage expects, the copy engine
+//    counts them in, and every warp waits on the barrier's phase before reading the
+//    stage. With A_ASYNC (the default) A still comes by per-thread 16-byte cp.async,
+//    which the same barrier tracks (cp.async.mbarrier.arrive); A_ASYNC 0 makes every row
+//    of A a bulk copy too, and is slower: a bulk copy takes one lane at a time.
+//  * A stage may be refilled only when every warp of both blocks has read it, since the
+//    partner's copies write into it too. Each warp says so on a second barrier (`empty`)
+//    in both blocks; the refill of slice s - 1's stage waits for it REFILL_STEP steps into
+//    slice s, by when it has normally completed. A cluster-wide barrier in the loop
+//    instead ran at 234 TFLOP/s against 381: its release/acquire compiles to memory
+//    fences that wait for every copy in flight.
 // Edges: bulk copies need 16-byte rows (K and N multiples of 8); otherwise, and for a
 // last slice that K cuts short, the stage is filled element by element with zeros
 // outside the matrices. A rows past M are zero-filled; B columns past N are left as
 // they are, and only feed columns of C that are never stored. The grid's y extent is
 // rounded up to whole clusters; a block below the last row of C still copies its half
 // of B for its partner and stores nothing.
-// kplay: grid=(ceil_div(N,256),2*ceil_div(M,256)) block=256 smem=156672
+// smem = STAGES * (BM * (BK + 8) + BK * (BN + 8)) * 2 = 208896 with the defaults.
+// kplay: grid=(ceil_div(N,256),2*ceil_div(M,256)) block=256 smem=208896
 
 #include <mma.h>
 #include <cuda_fp16.h>
@@ -43,7 +52,7 @@ using namespace nvcuda;
 #define WARPS_M 2
 #endif
 #ifndef STAGES
-#define STAGES 3
+#define STAGES 4
 #endif
 #ifndef CLUSTER
 #define CLUSTER 2  // blocks that share B slices (1 or 2); the launch's grid y must be a multiple
