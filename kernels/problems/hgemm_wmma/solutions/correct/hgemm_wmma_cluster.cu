@@ -150,8 +150,8 @@ __device__ __forceinline__ unsigned cluster_rank() {
 }
 
 // --- copies
-// 16 bytes global -> shared, tracked by the thread's cp.async groups; `bytes` < 16 fills
-// the rest with zeros (0: all zeros, nothing read).
+// 16 bytes global -> shared, asynchronously; `bytes` < 16 fills the rest with zeros (0:
+// all zeros, nothing read). A stage's barrier learns of them through cp_async_arrive.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, unsigned bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(smem)), "l"(gmem),
                  "r"(bytes)
