@@ -43,20 +43,16 @@ def source_defaults(path: Path) -> dict[str, int]:
 
 
 def best_variants(tune_json: Path) -> dict[str, dict[str, int]]:
-    """The fastest correct variant of each section, as its macro dict."""
+    """The fastest correct variant of each kernel file, as its macro dict."""
     best: dict[str, tuple[float, dict[str, int]]] = {}
     for row in json.loads(tune_json.read_text()):
         section, us = row["section"], row.get("us")
-        variant = row["variant"]
-        if section == "wmmac":  # the cluster section also times the pipelined kernel
-            if not variant.startswith("cluster "):
-                continue
-            variant = variant.removeprefix("cluster ")
-        if section not in KERNELS or not row.get("ok") or us is None:
+        kernel = row.get("kernel", section)  # a section may time more than one kernel file
+        if kernel not in KERNELS or not row.get("ok") or us is None:
             continue
-        if section not in best or us < best[section][0]:
-            macros = {k: int(v) for k, v in (kv.split("=") for kv in variant.split(","))}
-            best[section] = (us, macros)
+        if kernel not in best or us < best[kernel][0]:
+            macros = {k: int(v) for k, v in (kv.split("=") for kv in row["variant"].split(","))}
+            best[kernel] = (us, macros)
     return {s: m for s, (_, m) in best.items()}
 
 

@@ -180,12 +180,14 @@ def sgemm_sweep() -> None:
 # ------------------------------------------------------------------ WMMA
 
 
-def wmma_sweep() -> None:
+def wmma_case(section: str, seed: int) -> GemmCase:
+    """Random fp16 4096^3 inputs and edge products, with the `hgemm_wmma` baseline (cuBLAS,
+    fp16 in, fp32 out) timed now and recorded under `section`: what every WMMA section
+    measures against."""
     from kernels.catalog import get_problem
 
     hg = get_problem("hgemm_wmma").reference
-
-    rng = np.random.default_rng(2)
+    rng = np.random.default_rng(seed)
     n = 4096
     a = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float16))
     b = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float16))
@@ -193,9 +195,13 @@ def wmma_sweep() -> None:
     arrays = {"A": a, "B": b, "C": ref}
     params = {"M": n, "N": n, "K": n}
     cublas_us = timed(lambda: hg.baseline(arrays, params, cp))
-    record("wmma", "cuBLAS fp16->fp32", us=round(cublas_us, 1),
+    record(section, "cuBLAS fp16->fp32", us=round(cublas_us, 1),
            tflops=round(2.0 * n**3 / cublas_us / 1e6, 1))  # fmt: skip
-    case = GemmCase(a, b, ref, edge_inputs(rng, np.float16), cublas_us)
+    return GemmCase(a, b, ref, edge_inputs(rng, np.float16), cublas_us)
+
+
+def wmma_sweep() -> None:
+    case = wmma_case("wmma", 2)
 
     keys = ("BM", "BN", "BK", "WARPS_M", "STAGES", "GROUP_M", "NTHREADS", "MIN_BLOCKS", "PREFETCH")
     variants = [
@@ -221,19 +227,9 @@ def wmma_sweep() -> None:
 
 def wmma_cluster_sweep() -> None:
     """The cluster kernel (B slices shared by two blocks through multicast bulk copies)
-    against the pipelined kernel's defaults, both timed in this run."""
-    from kernels.catalog import get_problem
-
-    hg = get_problem("hgemm_wmma").reference
-    rng = np.random.default_rng(3)
-    n = 4096
-    a = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float16))
-    b = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float16))
-    ref = cp.empty((n, n), dtype=cp.float32)
-    cublas_us = timed(lambda: hg.baseline({"A": a, "B": b, "C": ref}, {"M": n, "N": n, "K": n}, cp))
-    record("wmmac", "cuBLAS fp16->fp32", us=round(cublas_us, 1),
-           tflops=round(2.0 * n**3 / cublas_us / 1e6, 1))  # fmt: skip
-    case = GemmCase(a, b, ref, edge_inputs(rng, np.float16), cublas_us)
+    against the pipelined kernel's defaults, both timed in this run. Each row names its
+    kernel file (`kernel`: "wmma" the pipelined one, "wmmac" the cluster one)."""
+    case = wmma_case("wmmac", 3)
     base = dict(BM=128, BN=256, BK=64, WARPS_M=2, NTHREADS=256)
     runs: list[tuple[Path, dict[str, int]]] = [
         (WMMA, {**base, "STAGES": 3, "GROUP_M": 8, "PREFETCH": 1}),  # the pipelined kernel
@@ -243,15 +239,16 @@ def wmma_cluster_sweep() -> None:
               (2, 0, 4, 4, 2), (2, 0, 4, 8, 1), (1, 0, 4, 8, 1), (1, 1, 4, 8, 1)]:  # fmt: skip
         runs.append((WMMA_CLUSTER, {**base, **dict(zip(keys, v, strict=True))}))
     for path, d in runs:
-        name = ("cluster " if path == WMMA_CLUSTER else "pipelined ") + ",".join(
-            f"{k}={v}" for k, v in d.items() if k not in base
-        )
+        name = ",".join(f"{k}={v}" for k, v in d.items())
+        kernel = "wmmac" if path == WMMA_CLUSTER else "wmma"
         smem = wmma_smem_bytes(d)
 
-        def run(path: Path = path, d: dict[str, int] = d, smem: int = smem) -> dict[str, Any]:
+        def run(path: Path = path, d: dict[str, int] = d, smem: int = smem,
+                kernel: str = kernel) -> dict[str, Any]:  # fmt: skip
             k = build(path, "hgemm", d)
             k.max_dynamic_shared_size_bytes = smem
-            return {**case.measure(k, d, tol=1e-2, edge_tol=1e-2, smem=smem), "smem": smem}
+            measured = case.measure(k, d, tol=1e-2, edge_tol=1e-2, smem=smem)
+            return {"kernel": kernel, **measured, "smem": smem}
 
         attempt("wmmac", name, run)
 
@@ -260,12 +257,8 @@ def wmma_diag() -> None:
     """Where the pipelined WMMA kernel's time goes: the same kernel with parts of its slice
     boundary cut out of the source. Only the first variant computes the product; the others
     multiply stale shared memory (their error is reported, not checked) and time what is left."""
-    rng = np.random.default_rng(4)
-    n = 4096
-    a = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float16))
-    b = cp.asarray(rng.uniform(-1, 1, (n, n)).astype(np.float16))
-    ref = cp.matmul(a.astype(cp.float32), b.astype(cp.float32))
-    c = cp.empty((n, n), dtype=cp.float32)
+    case = wmma_case("wmma_diag", 4)
+    n = case.a.shape[0]
     d = dict(BM=128, BN=256, BK=64, WARPS_M=2, STAGES=3, GROUP_M=8, NTHREADS=256, PREFETCH=1)
     smem = wmma_smem_bytes(d)
     src = WMMA.read_text()
@@ -287,10 +280,11 @@ def wmma_diag() -> None:
             k = build(body, "hgemm", d)
             k.max_dynamic_shared_size_bytes = smem
             grid = gemm_grid(d, n, n)
-            args = (a, b, c, np.int32(n), np.int32(n), np.int32(n))
+            args = (case.a, case.b, case.c, np.int32(n), np.int32(n), np.int32(n))
             us = timed(lambda: k(grid, (256,), args, shared_mem=smem))
-            err = float(cp.abs(c - ref).max())
-            return dict(us=round(us, 1), tflops=round(2.0 * n**3 / us / 1e6, 1), err=f"{err:.1e}")
+            err = float(cp.abs(case.c - case.ref).max())
+            return dict(us=round(us, 1), tflops=round(case.flops / us / 1e6, 1),
+                        pct_cublas=round(100 * case.base_us / us, 1), err=f"{err:.1e}")  # fmt: skip
 
         attempt("wmma_diag", name, run)
 

@@ -19,7 +19,8 @@
 //    counts them in, and every warp waits on the barrier's phase before reading the
 //    stage. With A_ASYNC (the default) A still comes by per-thread 16-byte cp.async,
 //    which the same barrier tracks (cp.async.mbarrier.arrive); A_ASYNC 0 makes every row
-//    of A a bulk copy too, and is slower: a bulk copy takes one lane at a time.
+//    of A a bulk copy too, and is slower: a bulk copy issued by a warp runs one lane at
+//    a time (an ELECT loop in the SASS).
 //  * A stage may be refilled only when every warp of both blocks has read it, since the
 //    partner's copies write into it too. Each warp says so on a second barrier (`empty`)
 //    in both blocks; the refill of slice s - 1's stage waits for it REFILL_STEP steps into
