@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app import benchrefs
-from app.bookmd import BookError, CellSpec, render
-from kernels.problem import ProblemSpec
+from kplay.app import benchrefs
+from kplay.app.bookmd import BookError, CellSpec, render
+from kplay.kernels.problem import ProblemSpec
+from kplay.resources import data_dir
 
 __all__ = ["Book", "BookError", "CellSpec", "Chapter", "Part"]
 
@@ -88,14 +89,19 @@ def load_chapter(
 class Book:
     """All chapters of one book folder. Safe to share between request threads."""
 
-    def __init__(self, book_dir: Path, problems: Mapping[str, ProblemSpec]) -> None:
+    def __init__(
+        self,
+        book_dir: Path,
+        problems: Mapping[str, ProblemSpec],
+        results_dir: Path | None = None,
+    ) -> None:
         self.book_dir = Path(book_dir)
         self.problems = problems
         self._lock = threading.Lock()
         self._rendered: dict[Path, tuple[int, Chapter]] = {}
         self._index: _Index | None = None
-        # Measured figures the chapters quote: bench/results beside the book folder.
-        self.results_dir = self.book_dir.parent / "bench" / "results"
+        # Measured figures the chapters quote: the installed results unless told otherwise.
+        self.results_dir = Path(results_dir) if results_dir else data_dir("results")
 
     def _results_mtime(self) -> int:
         if not self.results_dir.is_dir():

@@ -22,7 +22,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from kernels.problem import ProblemSpec
+from kplay.kernels.problem import ProblemSpec
 
 CELL_INFO = "kernel-cell"
 CELL_KEYS = ("id", "problem", "backend", "backends", "title")

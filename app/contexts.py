@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.book import CellSpec, Chapter, Part
-from app.services.apidocs import EndpointDoc
-from app.services.cards import RunCard
-from app.services.history import Attempt
-from app.services.problems import BackendOffer
+from kplay.app.book import CellSpec, Chapter, Part
+from kplay.app.services.apidocs import EndpointDoc
+from kplay.app.services.cards import RunCard
+from kplay.app.services.history import Attempt
+from kplay.app.services.problems import BackendOffer
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,13 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
 
-from app.book import Book
-from app.db.session import Database
-from app.readers import reader_name
-from app.services.runs import RunService
-from app.settings import Settings
-from kernels.problem import ProblemSpec
-from workers.executor import Executor
+from kplay.app.book import Book
+from kplay.app.db.session import Database
+from kplay.app.readers import reader_name
+from kplay.app.services.runs import RunService
+from kplay.config import Settings
+from kplay.kernels.problem import ProblemSpec
+from kplay.workers.executor import Executor
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.settings import Settings
-from workers.executor import Executor
+from kplay.config import Settings
+from kplay.workers.executor import Executor
 
 
 def make_executor(settings: Settings) -> Executor:
@@ -13,7 +13,7 @@ def make_executor(settings: Settings) -> Executor:
     distributed mode must not start a local process pool.
     """
     if settings.broker_url:
-        from workers.celery_executor import CeleryExecutor
+        from kplay.workers.celery_executor import CeleryExecutor
 
         return CeleryExecutor(
             broker_url=settings.broker_url,
@@ -21,8 +21,8 @@ def make_executor(settings: Settings) -> Executor:
             key_prefix=settings.key_prefix,
             user_run_cap=settings.user_run_cap,
         )
-    from workers.limits import Limits
-    from workers.local import LocalExecutor
+    from kplay.workers.limits import Limits
+    from kplay.workers.local import LocalExecutor
 
     limits = Limits(wall_timeout_s=settings.job_timeout_s)
     # Positional: the pool size is the first parameter whatever its name.

@@ -13,20 +13,20 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.book import Book, BookError
-from app.db.migrate import upgrade
-from app.db.session import Database
-from app.deps import Services
-from app.executors import make_executor
-from app.readers import ensure_reader, remember_reader
-from app.render import STATIC_DIR, error_page, make_templates
-from app.routers import api, fleet, pages, runs_html
-from app.services.reconcile import Reconciler, Reconciling
-from app.services.records import DatabaseSink, reconcile_interrupted
-from app.services.runs import RunService
-from app.settings import Settings
-from kernels.catalog import load_catalog
-from workers.executor import Executor
+from kplay.app.book import Book, BookError
+from kplay.app.db.migrate import upgrade
+from kplay.app.db.session import Database
+from kplay.app.deps import Services
+from kplay.app.executors import make_executor
+from kplay.app.readers import ensure_reader, remember_reader
+from kplay.app.render import STATIC_DIR, error_page, make_templates
+from kplay.app.routers import api, fleet, pages, runs_html
+from kplay.app.services.reconcile import Reconciler, Reconciling
+from kplay.app.services.records import DatabaseSink, reconcile_interrupted
+from kplay.app.services.runs import RunService
+from kplay.config import Settings
+from kplay.kernels.catalog import load_catalog
+from kplay.workers.executor import Executor
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def _install_handlers(app: FastAPI) -> None:
 def create_app(settings: Settings | None = None, executor: Executor | None = None) -> FastAPI:
     settings = settings or Settings()
     catalog = load_catalog()
-    book = Book(settings.book_dir, catalog)
+    book = Book(settings.book_dir, catalog, settings.results_dir)
     book.index()  # a broken chapter stops the start, with its file and line
     services = Services(settings=settings, book=book, catalog=catalog, templates=make_templates())
 

@@ -11,13 +11,13 @@ from fastapi import Request
 from fastapi.responses import Response
 from fastapi.templating import Jinja2Templates
 
-from app import format as fmt
-from app.contexts import ErrorPage
-from app.deps import Services
-from app.settings import REPO_ROOT
+from kplay.app import format as fmt
+from kplay.app.contexts import ErrorPage
+from kplay.app.deps import Services
+from kplay.resources import data_dir
 
-TEMPLATES_DIR = REPO_ROOT / "templates"
-STATIC_DIR = REPO_ROOT / "static"
+TEMPLATES_DIR = data_dir("templates")
+STATIC_DIR = data_dir("static")
 
 
 @lru_cache(maxsize=256)

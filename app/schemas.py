@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.db.models import Run
-from app.services.cards import parse_result
-from kernels.models import LaunchOverride
+from kplay.app.db.models import Run
+from kplay.app.services.cards import parse_result
+from kplay.kernels.models import LaunchOverride
 
 
 class ErrorOut(BaseModel):

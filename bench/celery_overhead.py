@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernels.models import ProgressEvent, RunJob, RunResult, RunState  # noqa: E402
+from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState  # noqa: E402
 
 TARGET = "bench.celery_overhead:trivial"
 
@@ -132,7 +132,7 @@ class Fleet:
     """Workers and one executor on a fresh key prefix."""
 
     def __init__(self, url: str, logs: Path) -> None:
-        from workers.celery_app import WorkerConfig
+        from kplay.workers.celery_app import WorkerConfig
 
         self.url = url
         self.prefix = f"kplaybench-{uuid.uuid4().hex[:8]}"
@@ -147,7 +147,7 @@ class Fleet:
             "KPLAY_HEARTBEAT_TTL_S": "2.5",
             "KPLAY_NO_AUTO_CALIBRATE": "1",
             "KPLAY_PUBLISH_RETRY_S": "60",
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
         }
         self.config = WorkerConfig(
             broker_url=url, key_prefix=self.prefix, user_run_cap=0, heartbeat_ttl_s=2.5
@@ -156,15 +156,15 @@ class Fleet:
         self.executor: Any = None
 
     def start_executor(self) -> Any:
-        from workers.celery_executor import CeleryExecutor
+        from kplay.workers.celery_executor import CeleryExecutor
 
         self.executor = CeleryExecutor(self.url, config=self.config, janitor_interval_s=0.5)
         self.executor.start(self.sink)
         return self.executor
 
     def add_worker(self, name: str) -> None:
-        from workers.devices import WorkerSpec
-        from workers.fleet_main import build_command, build_env
+        from kplay.workers.devices import WorkerSpec
+        from kplay.workers.fleet_main import build_command, build_env
 
         info = {"id": name, "kind": "cpu", "device": "bench", "queues": ["cpu"]}
         spec = WorkerSpec(name, "cpu", ("cpu",), {"CUDA_VISIBLE_DEVICES": ""}, info)
@@ -227,8 +227,8 @@ def latencies(submit: Callable[[RunJob], None], sink: Sink, runs: int) -> list[f
 
 
 def local_latency(runs: int) -> list[float]:
-    from workers.limits import Limits
-    from workers.local import LocalExecutor
+    from kplay.workers.limits import Limits
+    from kplay.workers.local import LocalExecutor
 
     sink = Sink()
     ex = LocalExecutor(1, Limits(wall_timeout_s=30), target=TARGET)
@@ -330,7 +330,7 @@ def _wait_busy(ex: Any, alive: set[str], timeout_s: float) -> str | None:
 
 
 def restart_run(logs: Path, restarts: int, jobs: int, job_s: float) -> dict[str, int]:
-    from workers.executor import SubmitRefused
+    from kplay.workers.executor import SubmitRefused
 
     server = Redis()
     server.start()

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.celery_overhead import Redis, Sink, _percentile  # noqa: E402
-from kernels.models import Mode, RunJob  # noqa: E402
+from kplay.kernels.models import Mode, RunJob  # noqa: E402
 
 SOLUTIONS = ROOT / "kernels" / "problems" / "vector_add" / "solutions" / "correct"
 # backend -> (solution file, worker kind, `kplay worker` arguments). The CPU line exists to
@@ -64,8 +64,8 @@ def main() -> None:
     args = parser.parse_args()
     filename, kind, worker_args = SETUPS[args.backend]
 
-    from workers.celery_app import WorkerConfig
-    from workers.celery_executor import CeleryExecutor
+    from kplay.workers.celery_app import WorkerConfig
+    from kplay.workers.celery_executor import CeleryExecutor
 
     server = Redis()
     server.start()
@@ -79,7 +79,7 @@ def main() -> None:
     }
     log = open(logs / "worker.log", "ab")  # noqa: SIM115 - lives as long as the worker
     worker = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "worker", *worker_args],
+        [sys.executable, "-m", "kplay.cli", "worker", *worker_args],
         cwd=ROOT,
         env=env,
         stdout=log,

@@ -69,8 +69,8 @@ def _commit() -> str:
 
 
 def _evaluate(problem: str, source: str, cap_s: float) -> Any:
-    from kernels.evaluate import evaluate
-    from kernels.models import RunJob
+    from kplay.kernels.evaluate import evaluate
+    from kplay.kernels.models import RunJob
 
     return evaluate(RunJob(problem=problem, backend="cuda", source=source, timing_cap_s=cap_s))
 
@@ -100,12 +100,12 @@ def _time_library(problem_slug: str, cap_s: float) -> dict[str, Any]:
     """The problem's library baseline on its benchmark case, through the engine's timer."""
     import cupy
 
-    from kernels import formula, timing
-    from kernels.arrays import ArrayOps
-    from kernels.backends.base import ArrayKind
-    from kernels.catalog import get_problem
-    from kernels.check import prepare
-    from kernels.perf import benchmark_case
+    from kplay.kernels import formula, timing
+    from kplay.kernels.arrays import ArrayOps
+    from kplay.kernels.backends.base import ArrayKind
+    from kplay.kernels.catalog import get_problem
+    from kplay.kernels.check import prepare
+    from kplay.kernels.perf import benchmark_case
 
     problem = get_problem(problem_slug)
     case = benchmark_case(problem, "cuda")
@@ -148,7 +148,7 @@ def _finish(rows: dict[str, dict[str, Any]], meta: dict[str, Any]) -> None:
 
 
 def measure(cap_s: float, log: Callable[[str], None] = print) -> dict[str, dict[str, Any]]:
-    from kernels.sysinfo import gpu_facts
+    from kplay.kernels.sysinfo import gpu_facts
 
     facts = gpu_facts()
     meta = {
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.redraw:
         rows = json.loads(args.out.read_text()) if args.out.is_file() else {}
     else:
-        from kernels.device import has_cuda_gpu
+        from kplay.kernels.device import has_cuda_gpu
 
         if not has_cuda_gpu():
             print("gemm_ladder: no CUDA GPU here; nothing measured", file=sys.stderr)

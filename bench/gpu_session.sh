@@ -39,7 +39,7 @@ for step in $STEPS; do
   echo "=== $step ($(date -u +%H:%M:%S))"
   case $step in
     calibrate)
-      python3 -m app.cli calibrate --kind gpu 2>&1 | tee "$RAW/calibrate.txt"
+      python3 -m kplay.cli calibrate --kind gpu 2>&1 | tee "$RAW/calibrate.txt"
       cp /tmp/kplay-cache/ceilings/*.json "$RAW/" 2>/dev/null ;;
     tune)
       python3 bench/tune_gpu.py --only "${TUNE_ONLY:-sgemm,wmma,mma,transpose,reduce}" \

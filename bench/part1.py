@@ -104,8 +104,8 @@ GPU_CASES = {"sum_shuffle_float4_1gib": "256M elements (1 GiB read)"}
 def _evaluate(
     problem: str, backend: str, file: str, cap_s: float, benchmark: str | None = None
 ) -> Any:
-    from kernels.evaluate import evaluate
-    from kernels.models import RunJob
+    from kplay.kernels.evaluate import evaluate
+    from kplay.kernels.models import RunJob
 
     source = (PROBLEMS / problem / "solutions" / "correct" / file).read_text()
     job = RunJob(
@@ -123,7 +123,7 @@ def _r(value: float | None, digits: int = 1) -> float | None:
 
 def _calibrate_round() -> tuple[Any, float]:
     """One calibration (Ceilings) and the single-core read bandwidth in bytes/s."""
-    from kernels.calibrate import calibrate_cpu
+    from kplay.kernels.calibrate import calibrate_cpu
 
     ceilings = calibrate_cpu(n=1 << 24, cap_s=0.8)
     return ceilings, one_core_read()
@@ -135,8 +135,8 @@ def one_core_read(n: int = 1 << 24) -> float:
     import numba
     import numpy as np
 
-    from kernels import timing
-    from kernels.calibrate import _cpu_kernels
+    from kplay.kernels import timing
+    from kplay.kernels.calibrate import _cpu_kernels
 
     _, read, _ = _cpu_kernels()
     data = np.random.default_rng(0).random(n)
@@ -188,8 +188,8 @@ def _cpu_row(problem: str, runs: list[tuple[Any, Any, float]]) -> dict[str, Any]
 
     Percentages are taken against the ceilings measured in the same round, then the median
     over rounds is reported, so that a machine whose bandwidth drifts does not skew them."""
-    from kernels import formula, roofline
-    from kernels.catalog import get_problem
+    from kplay.kernels import formula, roofline
+    from kplay.kernels.catalog import get_problem
 
     for result, _, _ in runs:
         if result.state.value != "done" or not result.timing or not result.timing.median_us:
@@ -235,7 +235,7 @@ def measure_cpu(repeats: int, cap_s: float, log: Callable[[str], None]) -> dict[
     """`repeats` rounds; each calibrates, then evaluates every kernel once."""
     import numba
 
-    from kernels import roofline
+    from kplay.kernels import roofline
 
     load_before = os.getloadavg()
     rounds: list[tuple[Any, float]] = []
@@ -275,7 +275,7 @@ def copy_bandwidth(size_bytes: int = 1 << 30, cap_s: float = 2.0) -> float:
     """Device-to-device cudaMemcpy, L2 flushed per rep: bytes read + written per second."""
     import cupy
 
-    from kernels import timing
+    from kplay.kernels import timing
 
     src = cupy.ones(size_bytes // 4, dtype=cupy.float32)
     dst = cupy.empty_like(src)
@@ -327,8 +327,8 @@ def _baseline_row(row: dict[str, Any], copy_bps: float) -> dict[str, Any] | None
 
 
 def measure_gpu(cap_s: float, log: Callable[[str], None]) -> dict[str, Any]:
-    from kernels import roofline
-    from kernels.sysinfo import gpu_facts
+    from kplay.kernels import roofline
+    from kplay.kernels.sysinfo import gpu_facts
 
     facts = gpu_facts()
     log("copy bandwidth ...")
@@ -403,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     if args.gpu:
-        from kernels.device import has_cuda_gpu
+        from kplay.kernels.device import has_cuda_gpu
 
         if not has_cuda_gpu():
             log("part1: no CUDA GPU here; nothing measured")

@@ -15,9 +15,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels.catalog import load_catalog  # noqa: E402
-from kernels.evaluate import evaluate  # noqa: E402
-from kernels.models import RunJob  # noqa: E402
+from kplay.kernels.catalog import load_catalog  # noqa: E402
+from kplay.kernels.evaluate import evaluate  # noqa: E402
+from kplay.kernels.models import RunJob  # noqa: E402
 
 
 def main() -> None:

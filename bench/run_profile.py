@@ -30,10 +30,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=4)
     args = parser.parse_args()
 
-    from kernels.catalog import get_problem
-    from kernels.evaluate import evaluate, warm_up
-    from kernels.models import Mode, RunJob
-    from kernels.problem import backend_for_path
+    from kplay.kernels.catalog import get_problem
+    from kplay.kernels.evaluate import evaluate, warm_up
+    from kplay.kernels.models import Mode, RunJob
+    from kplay.kernels.problem import backend_for_path
 
     problem = get_problem(args.problem)
     folder = problem.folder / "solutions" / "correct"

@@ -42,9 +42,9 @@ def _targets():  # type: ignore[no-untyped-def]
     import cupy
     import numpy as np
 
-    from kernels import launch as launch_mod
-    from kernels.catalog import get_problem
-    from kernels.sysinfo import gpu_facts
+    from kplay.kernels import launch as launch_mod
+    from kplay.kernels.catalog import get_problem
+    from kplay.kernels.sysinfo import gpu_facts
 
     sms = int(gpu_facts()["sm_count"])
     n = (1 << 30) // 4
@@ -159,9 +159,9 @@ def ncu_median_us(name: str, regex: str, reps: int = 20) -> float | None:
 
 def spread_of_project(evals: int = 5) -> list[float]:
     """Median of `evals` separate full evaluations of the project's tiled SGEMM."""
-    from kernels.catalog import get_problem
-    from kernels.evaluate import evaluate
-    from kernels.models import RunJob
+    from kplay.kernels.catalog import get_problem
+    from kplay.kernels.evaluate import evaluate
+    from kplay.kernels.models import RunJob
 
     problem = get_problem("sgemm")
     source = _project_solution(problem).read_text()
@@ -184,7 +184,7 @@ def main() -> None:
         return
     import triton.testing
 
-    from kernels import timing
+    from kplay.kernels import timing
 
     rows = []
     for name, (fn, regex) in _targets().items():

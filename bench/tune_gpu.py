@@ -44,8 +44,8 @@ REDUCE = PROBLEMS / "sum" / "solutions" / "correct" / "reduce_sum_shuffle_float4
 
 
 def build(path_or_src: Path | str, name: str, defines: dict[str, Any]) -> Any:
-    from kernels.backends.cuda import _NVRTC_OPTIONS
-    from kernels.backends.nvtools import find_cuda_include
+    from kplay.kernels.backends.cuda import _NVRTC_OPTIONS
+    from kplay.kernels.backends.nvtools import find_cuda_include
 
     src = path_or_src.read_text() if isinstance(path_or_src, Path) else path_or_src
     head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
@@ -57,7 +57,7 @@ def build(path_or_src: Path | str, name: str, defines: dict[str, Any]) -> Any:
 
 def timed(launch: Callable[[], None], before_rep: Callable[[], None] | None = None) -> float:
     """Median microseconds of `launch` by the engine's own timer (L2 flushed before each rep)."""
-    from kernels import timing
+    from kplay.kernels import timing
 
     stage = timing.time_gpu(launch, before_rep, cap_s=0.5)
     assert stage.median_us is not None
@@ -184,7 +184,7 @@ def wmma_case(section: str, seed: int) -> GemmCase:
     """Random fp16 4096^3 inputs and edge products, with the `hgemm_wmma` baseline (cuBLAS,
     fp16 in, fp32 out) timed now and recorded under `section`: what every WMMA section
     measures against."""
-    from kernels.catalog import get_problem
+    from kplay.kernels.catalog import get_problem
 
     hg = get_problem("hgemm_wmma").reference
     rng = np.random.default_rng(seed)

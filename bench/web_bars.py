@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from app.main import create_app  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from kernels.catalog import get_problem  # noqa: E402
+from kplay.app.main import create_app  # noqa: E402
+from kplay.config import Settings  # noqa: E402
+from kplay.kernels.catalog import get_problem  # noqa: E402
 
 FINAL = {"done", "wrong", "compile_error", "runtime_error", "timeout", "rejected"}
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.backends.base import ArrayKind
+from kplay.kernels.backends.base import ArrayKind
 
 # Integers cannot hold NaN: unwritten integer outputs are caught with a sentinel.
 INT_POISON = {np.dtype("int32"): -0x2BADBEEF, np.dtype("int64"): -0x2BADBEEF2BADBEEF}

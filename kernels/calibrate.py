@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from kernels import roofline, timing
-from kernels.models import Ceilings
+from kplay.kernels import roofline, timing
+from kplay.kernels.models import Ceilings
 
 _READ_SRC = r"""
 extern "C" __global__ void read_sum(const float4* __restrict__ x, size_t n4, float* out) {
@@ -55,7 +55,7 @@ def _now() -> str:
 def calibrate_gpu(size_bytes: int = 2 * 2**30, cap_s: float = 3.0) -> Ceilings:
     import cupy
 
-    from kernels.sysinfo import gpu_facts
+    from kplay.kernels.sysinfo import gpu_facts
 
     facts = gpu_facts()
     sms = int(facts["sm_count"])
@@ -196,7 +196,7 @@ def _fma_peak(threads: int, cap_s: float) -> tuple[float, int]:
 def calibrate_cpu(n: int = 1 << 25, cap_s: float = 1.5) -> Ceilings:
     import numba
 
-    from kernels.sysinfo import cpu_name
+    from kplay.kernels.sysinfo import cpu_name
 
     triad, read, _ = _cpu_kernels()
     threads = numba.get_num_threads()
@@ -225,7 +225,7 @@ def calibrate_cpu(n: int = 1 << 25, cap_s: float = 1.5) -> Ceilings:
 
 def cpu_ceilings() -> Ceilings | None:
     """Cached CPU ceilings, measured once on first need (a few seconds)."""
-    from kernels.sysinfo import cpu_name
+    from kplay.kernels.sysinfo import cpu_name
 
     cached = roofline.load_calibrated(cpu_name())
     if cached is not None:
@@ -238,7 +238,7 @@ def cpu_ceilings() -> Ceilings | None:
 
 
 def calibrate(kind: str = "auto") -> list[Ceilings]:
-    from kernels.device import has_cuda_gpu
+    from kplay.kernels.device import has_cuda_gpu
 
     results = []
     if kind in ("auto", "gpu") and has_cuda_gpu():

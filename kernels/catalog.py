@@ -6,15 +6,16 @@ import importlib.util
 import os
 import tomllib
 from functools import lru_cache
+from importlib.resources import files
 from pathlib import Path
 from types import ModuleType
 
 from pydantic import ValidationError
 
-from kernels import formula
-from kernels.problem import ProblemSpec, backend_for_path
+from kplay.kernels import formula
+from kplay.kernels.problem import ProblemSpec, backend_for_path
 
-PROBLEMS_DIR = Path(__file__).parent / "problems"
+PROBLEMS_DIR = Path(str(files("kplay.kernels"))) / "problems"
 
 
 class ProblemLoadError(ValueError):

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from kernels import formula
-from kernels.arrays import ArrayOps, poison_value, scalar
-from kernels.models import CaseCheck
-from kernels.problem import Case, ProblemSpec, Tolerance
+from kplay.kernels import formula
+from kplay.kernels.arrays import ArrayOps, poison_value, scalar
+from kplay.kernels.models import CaseCheck
+from kplay.kernels.problem import Case, ProblemSpec, Tolerance
 
 
 class InputError(RuntimeError):

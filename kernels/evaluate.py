@@ -14,9 +14,9 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from kernels import launch as launch_mod
-from kernels.arrays import ArrayOps
-from kernels.backends.base import (
+from kplay.kernels import launch as launch_mod
+from kplay.kernels.arrays import ArrayOps
+from kplay.kernels.backends.base import (
     Backend,
     Capability,
     CompiledKernel,
@@ -24,11 +24,11 @@ from kernels.backends.base import (
     KernelError,
     get_backend,
 )
-from kernels.backends.pysource import SOURCE_STEM
-from kernels.catalog import get_problem
-from kernels.check import InputError, run_case
-from kernels.device import prepare_cpu_fallbacks
-from kernels.models import (
+from kplay.kernels.backends.pysource import SOURCE_STEM
+from kplay.kernels.catalog import get_problem
+from kplay.kernels.check import InputError, run_case
+from kplay.kernels.device import prepare_cpu_fallbacks
+from kplay.kernels.models import (
     CheckStage,
     CompileStage,
     Diagnostic,
@@ -38,9 +38,9 @@ from kernels.models import (
     RunState,
     TimingStage,
 )
-from kernels.perf import measure
-from kernels.problem import ProblemSpec
-from kernels.sysinfo import system_info
+from kplay.kernels.perf import measure
+from kplay.kernels.problem import ProblemSpec
+from kplay.kernels.sysinfo import system_info
 
 Emit = Callable[[ProgressEvent], None]
 _POISONED = False
@@ -56,7 +56,7 @@ def warm_up() -> None:
     prepare_cpu_fallbacks()
     import numba  # noqa: F401
 
-    from kernels.backends.base import registry
+    from kplay.kernels.backends.base import registry
 
     for cls in registry().values():
         backend = cls()
@@ -67,8 +67,8 @@ def warm_up() -> None:
             # Builds (or loads from the cache) the kernels of the on-GPU comparison.
             import numpy
 
-            from kernels.check import compare_on_device
-            from kernels.problem import Tolerance
+            from kplay.kernels.check import compare_on_device
+            from kplay.kernels.problem import Tolerance
 
             compare_on_device(cupy.ones(4, dtype=cupy.float32), numpy.ones(4, numpy.float32),
                               Tolerance(atol=1e-6, rtol=1e-6))  # fmt: skip
@@ -145,7 +145,7 @@ def _resolve(job: RunJob, run: _Run) -> tuple[ProblemSpec, Backend, Capability] 
     if not job.source.strip():
         return run.result(RunState.rejected, "the source is empty")
     if job.benchmark is not None:
-        from kernels.perf import benchmark_cases
+        from kplay.kernels.perf import benchmark_cases
 
         names = [c.name for c in benchmark_cases(problem, backend.key)]
         if job.benchmark not in names:

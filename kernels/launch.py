@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kernels import formula
-from kernels.backends.base import LaunchSpec
-from kernels.models import LaunchOverride
-from kernels.problem import LaunchDefault
+from kplay.kernels import formula
+from kplay.kernels.backends.base import LaunchSpec
+from kplay.kernels.models import LaunchOverride
+from kplay.kernels.problem import LaunchDefault
 
 _DIRECTIVE = re.compile(r"^\s*(?://|#)\s*kplay:\s*(?P<body>.*)$", re.MULTILINE)
 _STRUCTURAL = {"kernel", "grid", "block", "smem", "shared_mem_bytes", "num_warps", "num_stages"}

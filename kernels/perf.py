@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kernels import formula, roofline, timing
-from kernels.arrays import ArrayOps, scalar
-from kernels.backends.base import Backend, CompiledKernel
-from kernels.check import expected_outputs, generate_inputs, prepare, reset_outputs, verify
-from kernels.launch import LaunchPlan
-from kernels.models import CaseCheck, Ceilings, RooflineStage, RunJob, TimingStage
-from kernels.problem import Case, ProblemSpec
+from kplay.kernels import formula, roofline, timing
+from kplay.kernels.arrays import ArrayOps, scalar
+from kplay.kernels.backends.base import Backend, CompiledKernel
+from kplay.kernels.check import expected_outputs, generate_inputs, prepare, reset_outputs, verify
+from kplay.kernels.launch import LaunchPlan
+from kplay.kernels.models import CaseCheck, Ceilings, RooflineStage, RunJob, TimingStage
+from kplay.kernels.problem import Case, ProblemSpec
 
 RECHECK_SEED_OFFSET = 7919
 
@@ -117,10 +117,10 @@ def _recheck(problem, prepared, ops, launch, seed) -> CaseCheck:  # type: ignore
 
 def ceilings_for_run(ops: ArrayOps) -> Ceilings | None:
     if ops.on_gpu:
-        from kernels.sysinfo import gpu_name
+        from kplay.kernels.sysinfo import gpu_name
 
         return roofline.ceilings_for(gpu_name())
-    from kernels.calibrate import cpu_ceilings
+    from kplay.kernels.calibrate import cpu_ceilings
 
     return cpu_ceilings()
 

@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from kernels.models import Ceilings, RooflineStage
+from kplay.kernels.models import Ceilings, RooflineStage
 
 T = 1e12
 # Vendor datasheet figures (dense, no sparsity). Leads only: calibrated values win.

@@ -8,8 +8,8 @@ import socket
 from functools import lru_cache
 from importlib import metadata
 
-from kernels.backends.base import Backend, Capability
-from kernels.models import SystemInfo
+from kplay.kernels.backends.base import Backend, Capability
+from kplay.kernels.models import SystemInfo
 
 _LIBS = ("numpy", "numba", "numba-cuda", "triton", "torch", "cupy-cuda13x", "cupy-cuda12x")
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from kernels.models import ClockReading, TimingStage
+from kplay.kernels.models import ClockReading, TimingStage
 
 MIN_REPS = 10
 MAX_REPS = 5000

@@ -8,10 +8,19 @@ on a developer's machine; with KPLAY_REQUIRE_SERVICES=1 (set by CI) the skip of 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
-from kernels.device import prepare_cpu_fallbacks
+from kplay.kernels.device import prepare_cpu_fallbacks
+
+# The stand-in evaluators of the worker tests live in `tests/`; children and worker
+# processes started by the tests find them through the inherited PYTHONPATH (the product
+# itself never sets one: children import the installed `kplay`).
+_ROOT = str(Path(__file__).resolve().parent.parent)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    dict.fromkeys([_ROOT, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
+)
 
 # Numba's simulator and Triton's interpreter must be switched on before any test module
 # imports numba.cuda or triton.
@@ -45,7 +54,7 @@ def pytest_runtest_makereport(item, call):  # type: ignore[no-untyped-def]
 
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
-    from kernels.device import has_cuda_gpu
+    from kplay.kernels.device import has_cuda_gpu
 
     if has_cuda_gpu():
         return

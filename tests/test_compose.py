@@ -67,7 +67,7 @@ def test_the_services_of_a_distributed_deployment(compose: dict[str, Any]) -> No
 
 
 def test_every_command_is_a_real_kplay_subcommand(compose: dict[str, Any]) -> None:
-    from app.cli import build_parser
+    from kplay.cli import build_parser
 
     parser = build_parser()
     for name, service in _kplay_services(compose).items():
@@ -78,8 +78,8 @@ def test_every_command_is_a_real_kplay_subcommand(compose: dict[str, Any]) -> No
 
 
 def test_every_kplay_variable_is_a_setting(compose: dict[str, Any]) -> None:
-    from app.settings import Settings
-    from workers.celery_app import WorkerConfig
+    from kplay.config import Settings
+    from kplay.workers.celery_app import WorkerConfig
 
     known = {f"KPLAY_{n.upper()}" for n in Settings.model_fields}
     known |= {f"KPLAY_{n.upper()}" for n in WorkerConfig.model_fields}

@@ -51,7 +51,7 @@ class WorkerConfig(BaseSettings):
     # A job whose worker process vanished this many times is ended, not redelivered again.
     max_deliveries: int = 2
     # The function that evaluates one job inside the isolated child.
-    eval_target: str = "kernels.evaluate:evaluate"
+    eval_target: str = "kplay.kernels.evaluate:evaluate"
     # Jobs per evaluation child before it is replaced (None: never). A replacement takes
     # seconds to warm up (imports, CUDA context), so this bounds a worker's sustained rate
     # of short jobs to about jobs_per_child / warm-up time; the spare hides one warm-up.
@@ -92,7 +92,7 @@ def capability_queue(name: str) -> Queue:
 def make_celery(config: WorkerConfig | None = None) -> Celery:
     """A Celery app for `config`; the web side only sends with it, workers consume."""
     config = config or WorkerConfig()
-    app = Celery("kplay", broker=config.broker_url, include=["workers.tasks"])
+    app = Celery("kplay", broker=config.broker_url, include=["kplay.workers.tasks"])
     app.conf.update(
         task_serializer="json",
         accept_content=["json"],

@@ -21,13 +21,13 @@ from typing import Any
 
 import redis
 
-from kernels.models import RunJob
-from workers.celery_app import DEFAULT_QUEUES, TASK_NAME, WorkerConfig, make_celery
-from workers.devices import device_kind
-from workers.executor import Executor, ResultSink, SubmitRefused
-from workers.fleet import live_workers, mean_job_s, snapshot, wait_estimate_s, workers_for
-from workers.jobstore import Finished, JobStore, connect, decode_entry
-from workers.recovery import Janitor
+from kplay.kernels.models import RunJob
+from kplay.workers.celery_app import DEFAULT_QUEUES, TASK_NAME, WorkerConfig, make_celery
+from kplay.workers.devices import device_kind
+from kplay.workers.executor import Executor, ResultSink, SubmitRefused
+from kplay.workers.fleet import live_workers, mean_job_s, snapshot, wait_estimate_s, workers_for
+from kplay.workers.jobstore import Finished, JobStore, connect, decode_entry
+from kplay.workers.recovery import Janitor
 
 log = logging.getLogger(__name__)
 

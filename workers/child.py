@@ -28,7 +28,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from workers.limits import (
+from kplay.workers.limits import (
     Limits,
     apply_static_limits,
     cap_address_space,
@@ -107,7 +107,7 @@ def _run_one(
     conn: Connection, loaded: _Loaded, raw_job: dict[str, Any], limits: Limits, home: Path
 ) -> tuple[dict[str, Any], bool]:
     """Run one job in a fresh working directory; returns (result JSON, child must exit)."""
-    from kernels.models import RunJob, RunResult
+    from kplay.kernels.models import RunJob, RunResult
 
     job = RunJob.model_validate(raw_job)
     workdir = Path(tempfile.mkdtemp(prefix="job-", dir=home))
@@ -184,9 +184,9 @@ def describe_machine() -> dict[str, Any]:
     Asked of a child rather than the server process: the answer depends on the
     environment the child was given, and finding it out imports GPU libraries.
     """
-    from kernels import sysinfo
-    from kernels.backends import registry
-    from kernels.device import cuda_device_count
+    from kplay.kernels import sysinfo
+    from kplay.kernels.backends import registry
+    from kplay.kernels.device import cuda_device_count
 
     gpus = cuda_device_count()
     name = sysinfo.cpu_name()
@@ -223,7 +223,7 @@ def _print_exc() -> None:
 
 
 def _has_gpu() -> bool:
-    from kernels.device import has_cuda_gpu
+    from kplay.kernels.device import has_cuda_gpu
 
     return has_cuda_gpu()
 

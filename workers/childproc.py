@@ -24,8 +24,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kernels.models import ProgressEvent, RunJob, RunResult, RunState
-from workers.limits import (
+from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
+from kplay.workers.limits import (
     Limits,
     breached_limit,
     child_env,
@@ -77,7 +77,7 @@ class Child:
             "limits": limits.model_dump(mode="json"),
         }
         # -P keeps the private directory (cwd) off sys.path; -s skips the user's site dir.
-        argv = [sys.executable, "-P", "-s", "-m", "workers.child", str(theirs.fileno())]
+        argv = [sys.executable, "-P", "-s", "-m", "kplay.workers.child", str(theirs.fileno())]
         try:
             with open(self.output, "ab") as out:
                 self.proc = subprocess.Popen(

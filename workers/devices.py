@@ -192,7 +192,7 @@ def parse_nvidia_smi(text: str) -> list[GpuDevice]:
 
 
 def detect_gpus() -> list[GpuDevice]:
-    from kernels.device import cuda_device_count
+    from kplay.kernels.device import cuda_device_count
 
     if cuda_device_count() == 0:
         return []
@@ -313,7 +313,7 @@ def gpu_clocks(index: int) -> dict[str, Any]:
 
 def load_ceilings(info: dict[str, Any]) -> dict[str, Any] | None:
     """Cached (calibrated) ceilings of this worker's device, else datasheet ones."""
-    from kernels import roofline
+    from kplay.kernels import roofline
 
     device = info.get("device")
     if not device:
@@ -328,7 +328,7 @@ def load_ceilings(info: dict[str, Any]) -> dict[str, Any] | None:
 
 def calibrate_here(kind: str) -> str:
     """Measure this process's device (pinned by CUDA_VISIBLE_DEVICES), cache, return JSON."""
-    from kernels import calibrate, roofline
+    from kplay.kernels import calibrate, roofline
 
     measured = calibrate.calibrate_gpu() if kind == "gpu" else calibrate.calibrate_cpu()
     roofline.save_ceilings(measured)

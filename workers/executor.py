@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Protocol
 
-from kernels.models import ProgressEvent, RunJob, RunResult
+from kplay.kernels.models import ProgressEvent, RunJob, RunResult
 
 
 class ResultSink(Protocol):

@@ -18,8 +18,8 @@ from typing import Any
 
 import redis
 
-from kernels.models import RunJob
-from workers.jobstore import JobStore
+from kplay.kernels.models import RunJob
+from kplay.workers.jobstore import JobStore
 
 log = logging.getLogger(__name__)
 

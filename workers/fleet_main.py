@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from workers.celery_app import WorkerConfig
-from workers.devices import (
+from kplay.workers.celery_app import WorkerConfig
+from kplay.workers.devices import (
     GpuDevice,
     WorkerSpec,
     cuda_driver_version,
@@ -70,7 +70,7 @@ def build_command(spec: WorkerSpec, loglevel: str = "INFO") -> list[str]:
         "-m",
         "celery",
         "-A",
-        "workers.celery_app:app",
+        "kplay.workers.celery_app:app",
         "worker",
         "--hostname",
         spec.name,
@@ -101,7 +101,7 @@ def build_env(spec: WorkerSpec, base: dict[str, str]) -> dict[str, str]:
 
 def base_env() -> dict[str, str]:
     """This environment, with the cache folder made explicit so every child agrees on it."""
-    from kernels.roofline import cache_dir
+    from kplay.kernels.roofline import cache_dir
 
     env = dict(os.environ)
     env["KPLAY_CACHE_DIR"] = str(cache_dir())
@@ -113,7 +113,7 @@ def base_env() -> dict[str, str]:
 
 def calibrate_missing(specs: list[WorkerSpec], env: dict[str, str]) -> None:
     """Measure each distinct device once, in a child, unless its ceilings are cached."""
-    from kernels import roofline
+    from kplay.kernels import roofline
 
     if env.get("KPLAY_NO_AUTO_CALIBRATE") == "1":
         return
@@ -126,7 +126,7 @@ def calibrate_missing(specs: list[WorkerSpec], env: dict[str, str]) -> None:
         seen.add(device)
         log.info("calibrating %s (once; cached in %s)", device, env["KPLAY_CACHE_DIR"])
         proc = subprocess.run(
-            [sys.executable, "-m", "workers.devices", "calibrate", spec.kind],
+            [sys.executable, "-m", "kplay.workers.devices", "calibrate", spec.kind],
             env={**env, **spec.env},
             capture_output=True,
             text=True,
@@ -228,7 +228,7 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from kernels.sysinfo import cpu_name
+    from kplay.kernels.sysinfo import cpu_name
 
     try:
         specs = plan_from_args(args, socket.gethostname(), cpu_name=cpu_name())

@@ -20,7 +20,7 @@ from typing import Any
 
 import redis
 
-from kernels.models import ProgressEvent, RunJob, RunResult, RunState
+from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
 
 STREAM_MAXLEN = 100_000
 DURATIONS_KEPT = 50

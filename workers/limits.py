@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kernels.models import RunState
+from kplay.kernels.models import RunState
 
 MIB = 1024 * 1024
 
@@ -36,6 +36,9 @@ PASSED_NAMES = frozenset(
         "CUDA_PATH",
         "LD_LIBRARY_PATH",
         "OMP_NUM_THREADS",
+        # Where the operator keeps extra packages; the child imports `kplay` itself from the
+        # installed package, never from a path added here.
+        "PYTHONPATH",
         # The engine's own settings (kernels/): none of them is a secret.
         "KPLAY_FORCE_NO_GPU",
         "KPLAY_CACHE_DIR",
@@ -97,11 +100,6 @@ class Limits(BaseModel):
     set_env: dict[str, str] = Field(default_factory=dict)
 
 
-def project_root() -> Path:
-    """The folder holding the `kernels` and `workers` packages."""
-    return Path(__file__).resolve().parent.parent
-
-
 def child_env(
     limits: Limits,
     home: Path,
@@ -121,25 +119,16 @@ def child_env(
     env["TMPDIR"] = str(home)
     env["PYTHONUNBUFFERED"] = "1"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTHONPATH"] = _python_path(source)
     for name, sub in CACHE_VARIABLES.items():
         env[name] = str(cache_dir / sub)
     # Calibrated ceilings and compiled-kernel caches live in the user's cache folder,
     # which the child's private HOME would otherwise hide.
     if "KPLAY_CACHE_DIR" not in env:
-        from kernels.roofline import cache_dir as engine_cache_dir
+        from kplay.kernels.roofline import cache_dir as engine_cache_dir
 
         env["KPLAY_CACHE_DIR"] = str(engine_cache_dir())
     env.update(limits.set_env)
     return env
-
-
-def _python_path(parent: Mapping[str, str]) -> str:
-    # The project first, so the child imports the same `kernels` the parent runs;
-    # then whatever the parent was given, where extra packages may live.
-    parts = [str(project_root())]
-    parts += [p for p in parent.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return os.pathsep.join(dict.fromkeys(parts))
 
 
 # ---------------------------------------------------------------- applied in the child

@@ -15,10 +15,10 @@ import platform
 import threading
 from typing import Any
 
-from kernels.models import ProgressEvent, RunJob, RunResult
-from workers.executor import Executor, ResultSink, SubmitRefused
-from workers.limits import Limits
-from workers.runner import DEFAULT_TARGET, PoolClosed, WorkerPool, failure_result
+from kplay.kernels.models import ProgressEvent, RunJob, RunResult
+from kplay.workers.executor import Executor, ResultSink, SubmitRefused
+from kplay.workers.limits import Limits
+from kplay.workers.runner import DEFAULT_TARGET, PoolClosed, WorkerPool, failure_result
 
 log = logging.getLogger(__name__)
 
@@ -167,8 +167,8 @@ def describe_without_child() -> dict[str, Any]:
     Backend capabilities need GPU libraries imported under the child's environment, so
     they read "unknown" until the first child reports them.
     """
-    from kernels.backends import registry
-    from kernels.device import cuda_device_count
+    from kplay.kernels.backends import registry
+    from kplay.kernels.device import cuda_device_count
 
     gpus = cuda_device_count()
     name = _gpu_name() if gpus else None

@@ -19,9 +19,9 @@ import time
 
 from celery import Celery
 
-from workers.celery_app import WorkerConfig
-from workers.fleet import live_workers
-from workers.jobstore import JobStore
+from kplay.workers.celery_app import WorkerConfig
+from kplay.workers.fleet import live_workers
+from kplay.workers.jobstore import JobStore
 
 log = logging.getLogger(__name__)
 

@@ -20,15 +20,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kernels.models import RunJob, RunResult
-from workers.childproc import (
+from kplay.kernels.models import RunJob, RunResult
+from kplay.workers.childproc import (
     _POLL_S,
     Child,
     ChildStartError,
     EventCallback,
     failure_result,
 )
-from workers.limits import Limits
+from kplay.workers.limits import Limits
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class PoolClosed(RuntimeError):
     pass
 
 
-DEFAULT_TARGET = "kernels.evaluate:evaluate"
+DEFAULT_TARGET = "kplay.kernels.evaluate:evaluate"
 
 
 class WorkerPool:

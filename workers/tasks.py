@@ -28,13 +28,13 @@ import redis
 from celery import signals
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded, WorkerLostError
 
-from kernels.models import ProgressEvent, RunJob, RunResult, RunState
-from workers.celery_app import TASK_NAME, WorkerConfig, app
-from workers.fleet import Heartbeat
-from workers.jobstore import JobStore, connect, user_key
-from workers.limits import Limits
-from workers.recovery import LOST_TWICE
-from workers.runner import WorkerPool, failure_result
+from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
+from kplay.workers.celery_app import TASK_NAME, WorkerConfig, app
+from kplay.workers.fleet import Heartbeat
+from kplay.workers.jobstore import JobStore, connect, user_key
+from kplay.workers.limits import Limits
+from kplay.workers.recovery import LOST_TWICE
+from kplay.workers.runner import WorkerPool, failure_result
 
 log = logging.getLogger(__name__)
 
@@ -147,13 +147,13 @@ class Runtime:
     def _live_facts(self) -> dict[str, Any]:
         facts: dict[str, Any] = {"ceilings": self._ceilings()}
         if self.info.get("kind") == "gpu" and self.info.get("gpu_index") is not None:
-            from workers.devices import gpu_clocks
+            from kplay.workers.devices import gpu_clocks
 
             facts.update(gpu_clocks(int(self.info["gpu_index"])))
         return facts
 
     def _ceilings(self) -> dict[str, Any] | None:
-        from workers.devices import load_ceilings
+        from kplay.workers.devices import load_ceilings
 
         return load_ceilings(self.info)
 

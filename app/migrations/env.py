@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from app.db.models import Base
+from kplay.app.db.models import Base
 
 connection = context.config.attributes.get("connection")
 if connection is None:

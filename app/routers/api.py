@@ -6,10 +6,10 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
-from app.deps import RunsDep, ServicesDep, UserDep
-from app.schemas import ErrorOut, ProblemSummary, RunCreate, RunCreated, RunOut, RunSummary
-from app.services.problems import problem_summaries, public_problem
-from app.services.runs import RunInputError, RunNotFound, RunRequest
+from kplay.app.deps import RunsDep, ServicesDep, UserDep
+from kplay.app.schemas import ErrorOut, ProblemSummary, RunCreate, RunCreated, RunOut, RunSummary
+from kplay.app.services.problems import problem_summaries, public_problem
+from kplay.app.services.runs import RunInputError, RunNotFound, RunRequest
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorOut, "description": text}

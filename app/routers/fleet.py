@@ -15,10 +15,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel
 
-from app import format as fmt
-from app.deps import ServicesDep
-from app.render import render
-from workers.executor import Executor
+from kplay.app import format as fmt
+from kplay.app.deps import ServicesDep
+from kplay.app.render import render
+from kplay.workers.executor import Executor
 
 log = logging.getLogger(__name__)
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response
 
-from app.contexts import ApiDocsPage
-from app.deps import RunsDep, ServicesDep, UserDep
-from app.render import error_page, render
-from app.services import views
-from app.services.apidocs import reference
+from kplay.app.contexts import ApiDocsPage
+from kplay.app.deps import RunsDep, ServicesDep, UserDep
+from kplay.app.render import error_page, render
+from kplay.app.services import views
+from kplay.app.services.apidocs import reference
 
 router = APIRouter(include_in_schema=False)
 

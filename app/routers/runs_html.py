@@ -7,11 +7,11 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
-from app.deps import RunsDep, ServicesDep, UserDep
-from app.render import render
-from app.services import views
-from app.services.launch_input import LaunchInputError, override_from_form
-from app.services.runs import RunInputError, RunNotFound, RunRequest
+from kplay.app.deps import RunsDep, ServicesDep, UserDep
+from kplay.app.render import render
+from kplay.app.services import views
+from kplay.app.services.launch_input import LaunchInputError, override_from_form
+from kplay.app.services.runs import RunInputError, RunNotFound, RunRequest
 
 router = APIRouter(include_in_schema=False)
 FormText = Annotated[str, Form()]

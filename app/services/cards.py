@@ -6,11 +6,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from app import format as fmt
-from app.db.models import Run
-from app.services.problems import backend_title
-from app.services.records import is_final
-from kernels.models import CompileStage, Resources, RooflineStage, RunResult, RunState
+from kplay.app import format as fmt
+from kplay.app.db.models import Run
+from kplay.app.services.problems import backend_title
+from kplay.app.services.records import is_final
+from kplay.kernels.models import CompileStage, Resources, RooflineStage, RunResult, RunState
 
 STEPS = (
     ("queued", "Queued"),

@@ -8,7 +8,7 @@ import time
 import weakref
 from typing import Any
 
-from workers.executor import Executor
+from kplay.workers.executor import Executor
 
 log = logging.getLogger(__name__)
 

@@ -6,12 +6,12 @@ import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from app import format as fmt
-from app.db.models import Run
-from app.services.cards import VERDICTS, parse_result
-from app.services.problems import backend_title
-from app.services.records import is_final
-from kernels.models import RunResult
+from kplay.app import format as fmt
+from kplay.app.db.models import Run
+from kplay.app.services.cards import VERDICTS, parse_result
+from kplay.app.services.problems import backend_title
+from kplay.app.services.records import is_final
+from kplay.kernels.models import RunResult
 
 
 @dataclass(frozen=True)

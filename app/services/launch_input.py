@@ -6,9 +6,9 @@ part of the learner's program and gets its verdict from the engine.
 
 from __future__ import annotations
 
-from kernels import launch as launch_mod
-from kernels.models import LaunchOverride
-from kernels.problem import ProblemSpec
+from kplay.kernels import launch as launch_mod
+from kplay.kernels.models import LaunchOverride
+from kplay.kernels.problem import ProblemSpec
 
 
 class LaunchInputError(ValueError):

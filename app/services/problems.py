@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kernels.problem import SUFFIXES, ProblemSpec
+from kplay.kernels.problem import SUFFIXES, ProblemSpec
 
 # Shown on tabs. The web process does not import kernels.backends: a backend module may
 # pull in Numba or Triton, which must be configured before import in the worker instead.

@@ -15,11 +15,11 @@ from typing import Protocol, runtime_checkable
 
 from sqlalchemy import select
 
-from app.db.models import Run, utcnow
-from app.db.session import Database
-from app.services.records import NON_FINAL, finish_synthetic
-from kernels.models import LaunchOverride, RunJob, RunState
-from workers.executor import SubmitRefused
+from kplay.app.db.models import Run, utcnow
+from kplay.app.db.session import Database
+from kplay.app.services.records import NON_FINAL, finish_synthetic
+from kplay.kernels.models import LaunchOverride, RunJob, RunState
+from kplay.workers.executor import SubmitRefused
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from app.db.models import Run, utcnow
-from app.db.session import Database
-from kernels.models import FINAL_STATES, ProgressEvent, RunResult, RunState
+from kplay.app.db.models import Run, utcnow
+from kplay.app.db.session import Database
+from kplay.kernels.models import FINAL_STATES, ProgressEvent, RunResult, RunState
 
 log = logging.getLogger(__name__)
 

@@ -8,15 +8,15 @@ from dataclasses import dataclass
 
 from sqlalchemy import func, select
 
-from app.book import Book, CellSpec
-from app.db.models import Run
-from app.db.session import Database
-from app.services import records
-from app.services.launch_input import LaunchInputError, check_override
-from app.settings import Settings
-from kernels.models import LaunchOverride, RunJob, RunState
-from kernels.problem import ProblemSpec
-from workers.executor import Executor, SubmitRefused
+from kplay.app.book import Book, CellSpec
+from kplay.app.db.models import Run
+from kplay.app.db.session import Database
+from kplay.app.services import records
+from kplay.app.services.launch_input import LaunchInputError, check_override
+from kplay.config import Settings
+from kplay.kernels.models import LaunchOverride, RunJob, RunState
+from kplay.kernels.problem import ProblemSpec
+from kplay.workers.executor import Executor, SubmitRefused
 
 log = logging.getLogger(__name__)
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from app.book import Book, CellSpec
-from app.contexts import CellView, ChapterPage, HistoryView, TocPage
-from app.db.models import Run
-from app.services import history as hist
-from app.services.cards import RunCard, build_card
-from app.services.devices import device_choices
-from app.services.problems import offers
-from app.services.records import is_final
-from app.services.runs import RunService
+from kplay.app.book import Book, CellSpec
+from kplay.app.contexts import CellView, ChapterPage, HistoryView, TocPage
+from kplay.app.db.models import Run
+from kplay.app.services import history as hist
+from kplay.app.services.cards import RunCard, build_card
+from kplay.app.services.devices import device_choices
+from kplay.app.services.problems import offers
+from kplay.app.services.records import is_final
+from kplay.app.services.runs import RunService
 
 BOOK_TITLE = "Writing Kernels with AI"
 

@@ -1,6 +1,6 @@
 """Backends register themselves on import; see kernels.backends.base."""
 
-from kernels.backends.base import (
+from kplay.kernels.backends.base import (
     ArrayKind,
     Backend,
     Capability,
@@ -26,4 +26,4 @@ __all__ = [
 
 # Each backend module is imported for its @register side effect. They import their
 # heavy libraries lazily, so this stays cheap.
-from kernels.backends import cuda, numba_cpu, numba_cuda, triton_backend  # noqa: E402, F401
+from kplay.kernels.backends import cuda, numba_cpu, numba_cuda, triton_backend  # noqa: E402, F401

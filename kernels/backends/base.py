@@ -13,7 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
-from kernels.models import CompileStage
+from kplay.kernels.models import CompileStage
 
 
 class Capability(StrEnum):
@@ -129,7 +129,7 @@ def register(cls: type[Backend]) -> type[Backend]:
 
 
 def registry() -> dict[str, type[Backend]]:
-    from kernels import backends as _pkg  # noqa: F401  (imports register the classes)
+    from kplay.kernels import backends as _pkg  # noqa: F401  (imports register the classes)
 
     return dict(_REGISTRY)
 

@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kernels.backends.base import (
+from kplay.kernels.backends.base import (
     ArrayKind,
     Backend,
     Capability,
@@ -28,14 +28,14 @@ from kernels.backends.base import (
     LaunchSpec,
     register,
 )
-from kernels.backends.cuda_source import (
+from kplay.kernels.backends.cuda_source import (
     kernel_base_name,
     kernel_name_problem,
     kernel_parameters,
     normalise_arch,
     not_found_message,
 )
-from kernels.backends.nvtools import (
+from kplay.kernels.backends.nvtools import (
     KERNEL_FILE,
     NVCC_FLAGS,
     RunningTool,
@@ -48,8 +48,8 @@ from kernels.backends.nvtools import (
     start_nvcc,
     tool_version,
 )
-from kernels.device import has_cuda_gpu
-from kernels.models import CompileStage, Diagnostic, Resources
+from kplay.kernels.device import has_cuda_gpu
+from kplay.kernels.models import CompileStage, Diagnostic, Resources
 
 DEFAULT_ARCH = "sm_90"
 NVCC_TIMEOUT_S = 60.0

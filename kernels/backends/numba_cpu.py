@@ -10,8 +10,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from kernels.backends import pysource
-from kernels.backends.base import (
+from kplay.kernels.backends import pysource
+from kplay.kernels.backends.base import (
     ArrayKind,
     Backend,
     Capability,
@@ -19,7 +19,7 @@ from kernels.backends.base import (
     LaunchSpec,
     register,
 )
-from kernels.models import CompileStage
+from kplay.kernels.models import CompileStage
 
 _EXPECTED = "decorate it with @numba.njit (or @numba.jit(nopython=True)) so that Numba compiles it"
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernels.backends import pysource
-from kernels.backends.base import (
+from kplay.kernels.backends import pysource
+from kplay.kernels.backends.base import (
     ArrayKind,
     Backend,
     Capability,
@@ -30,8 +30,8 @@ from kernels.backends.base import (
     LaunchSpec,
     register,
 )
-from kernels.device import has_cuda_gpu, prepare_cpu_fallbacks
-from kernels.models import CompileStage, Resources
+from kplay.kernels.device import has_cuda_gpu, prepare_cpu_fallbacks
+from kplay.kernels.models import CompileStage, Resources
 
 _EXPECTED = "decorate it with @cuda.jit (from numba import cuda) to make it a CUDA kernel"
 # Python errors that, in the simulator, stand for what Numba rejects when compiling.

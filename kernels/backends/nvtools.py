@@ -23,7 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from kernels.models import CompileStage, Diagnostic, Resources
+from kplay.kernels.models import CompileStage, Diagnostic, Resources
 
 KERNEL_FILE = "kernel.cu"
 TEXT_LIMIT_BYTES = 200_000

@@ -23,8 +23,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from kernels.backends.base import DeferredCompileError
-from kernels.models import CompileStage, Diagnostic
+from kplay.kernels.backends.base import DeferredCompileError
+from kplay.kernels.models import CompileStage, Diagnostic
 
 # Lines of an error kept in a diagnostic; the whole text stays in the stage's log.
 MAX_MESSAGE_LINES = 30

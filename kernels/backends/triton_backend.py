@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from kernels.backends import pysource
-from kernels.backends.base import (
+from kplay.kernels.backends import pysource
+from kplay.kernels.backends.base import (
     ArrayKind,
     Backend,
     Capability,
@@ -29,8 +29,8 @@ from kernels.backends.base import (
     LaunchSpec,
     register,
 )
-from kernels.device import has_cuda_gpu, prepare_cpu_fallbacks
-from kernels.models import CompileStage, Resources
+from kplay.kernels.device import has_cuda_gpu, prepare_cpu_fallbacks
+from kplay.kernels.models import CompileStage, Resources
 
 _EXPECTED = "decorate it with @triton.jit (import triton) to make it a Triton kernel"
 # Python errors that, in the interpreter, stand for what Triton rejects when compiling.

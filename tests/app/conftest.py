@@ -13,8 +13,8 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
-from app.main import create_app
-from app.settings import Settings
+from kplay.app.main import create_app
+from kplay.config import Settings
 from tests.app.fakes import FakeExecutor
 
 POSTGRES_URL = os.environ.get(

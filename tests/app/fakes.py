@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kernels.models import (
+from kplay.kernels.models import (
     CaseCheck,
     CheckStage,
     CompileStage,
@@ -20,7 +20,7 @@ from kernels.models import (
     SystemInfo,
     TimingStage,
 )
-from workers.executor import Executor, ResultSink, SubmitRefused
+from kplay.workers.executor import Executor, ResultSink, SubmitRefused
 
 Script = Callable[[RunJob], RunResult]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from kernels.models import RunState
+from kplay.kernels.models import RunState
 from tests.app.fakes import FakeExecutor
 
 GOOD = {

@@ -1,7 +1,7 @@
 import json
 from pathlib import Path
 
-from app.benchrefs import MISSING, fill
+from kplay.app.benchrefs import MISSING, fill
 
 
 def test_placeholders_read_recorded_values_and_never_guess(tmp_path: Path) -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from app.book import Book, BookError
-from app.bookmd import CellSpec
-from app.settings import Settings
-from kernels.catalog import load_catalog
+from kplay.app.book import Book, BookError
+from kplay.app.bookmd import CellSpec
+from kplay.config import Settings
+from kplay.kernels.catalog import load_catalog
 
 CHAPTER = """---
 part: 2

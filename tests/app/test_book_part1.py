@@ -15,9 +15,9 @@ from types import ModuleType
 import pytest
 from fastapi.testclient import TestClient
 
-from app.book import Book, Chapter
-from app.settings import Settings
-from kernels.catalog import load_catalog
+from kplay.app.book import Book, Chapter
+from kplay.config import Settings
+from kplay.kernels.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 PLACEHOLDER = re.compile(r"\[\[bench:([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\]\]")
@@ -216,8 +216,8 @@ def test_gpu_measurement_writes_every_row_the_chapters_quote(
 ) -> None:
     """The GPU half of the bench, with the engine and the device replaced by fakes: every row
     and field a chapter quotes from part1.json comes out of measure_gpu."""
-    import kernels.sysinfo
-    from kernels.models import RooflineStage, RunResult, RunState, TimingStage
+    import kplay.kernels.sysinfo
+    from kplay.kernels.models import RooflineStage, RunResult, RunState, TimingStage
 
     bench = _bench()
 
@@ -252,7 +252,7 @@ def test_gpu_measurement_writes_every_row_the_chapters_quote(
     monkeypatch.setattr(bench, "_evaluate", fake_evaluate)
     monkeypatch.setattr(bench, "copy_bandwidth", lambda: 4.0e12)
     facts = {"device": "NVIDIA H200", "cuda": "13.0", "driver": "13.0"}
-    monkeypatch.setattr(kernels.sysinfo, "gpu_facts", lambda: facts)
+    monkeypatch.setattr(kplay.kernels.sysinfo, "gpu_facts", lambda: facts)
     rows = bench.measure_gpu(1.0, log=lambda _msg: None)
     assert rows["copy"]["gbs"] == 4000.0
     assert rows["transpose_naive"]["percent_of_copy"] == 75.0

@@ -12,9 +12,9 @@ from types import ModuleType
 import pytest
 from fastapi.testclient import TestClient
 
-from app.book import Book, Chapter
-from app.settings import Settings
-from kernels.catalog import load_catalog
+from kplay.app.book import Book, Chapter
+from kplay.config import Settings
+from kplay.kernels.catalog import load_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 STATIC_BOOK = ROOT / "static" / "book"

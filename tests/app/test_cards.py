@@ -4,8 +4,8 @@ from __future__ import annotations
 
 
 def test_a_run_above_the_memory_roof_is_explained() -> None:
-    from app.services.cards import _bound_note
-    from kernels.models import RooflineStage
+    from kplay.app.services.cards import _bound_note
+    from kplay.kernels.models import RooflineStage
 
     common = dict(
         flops=1.0,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from kplay.cli import main
 
 GOOD_CPU = """import numba
 
@@ -22,7 +22,7 @@ def vector_add(a, b, out, n):
 
 def _kplay(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "kplay.cli", *args], capture_output=True, text=True, timeout=timeout
     )
 
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.services.devices import gpu_models
-from app.settings import Settings
+from kplay.app.main import create_app
+from kplay.app.services.devices import gpu_models
+from kplay.config import Settings
 from tests.app.fakes import FakeExecutor
 
 H200 = {"device": "NVIDIA H200", "queues": ["gpu.any", "gpu.sm90", "gpu.h200"]}

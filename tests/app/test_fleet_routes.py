@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
+from kplay.app.main import create_app
+from kplay.config import Settings
 from tests.workers.celery_support import (  # noqa: F401 - fixtures
     Deployment,
     deployment_fixture,
@@ -42,7 +42,7 @@ def test_the_api_is_documented(client: TestClient) -> None:
 def distributed_client(
     deployment: Deployment, make_settings: Callable[..., Settings]
 ) -> Iterator[TestClient]:
-    from workers.celery_executor import CeleryExecutor
+    from kplay.workers.celery_executor import CeleryExecutor
 
     executor = CeleryExecutor(deployment.url, config=deployment.config)  # the app starts it
     deployment.executors.append(executor)
@@ -55,8 +55,8 @@ def distributed_client(
 def test_the_distributed_fleet_shows_workers_queues_and_waits(
     distributed_client: TestClient, deployment: Deployment
 ) -> None:
-    from workers.fleet import Heartbeat
-    from workers.jobstore import JobStore, connect
+    from kplay.workers.fleet import Heartbeat
+    from kplay.workers.jobstore import JobStore, connect
 
     store = JobStore(connect(deployment.url), deployment.prefix)
     info = {

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.book import BookError
-from app.main import create_app
-from app.settings import REPO_ROOT, Settings
-from kernels.catalog import load_catalog
+from kplay.app.book import BookError
+from kplay.app.main import create_app
+from kplay.config import Settings
+from kplay.resources import data_dir
+from kplay.kernels.catalog import load_catalog
 from tests.app.fakes import FakeExecutor
 
 
@@ -115,7 +116,7 @@ def test_responses_say_their_server_time(client: TestClient) -> None:
 def _book(tmp_path: Path) -> Path:
     book = tmp_path / "book"
     book.mkdir()
-    for chapter in (REPO_ROOT / "book").glob("*.md"):
+    for chapter in data_dir("book").glob("*.md"):
         shutil.copy(chapter, book / chapter.name)
     return book
 

@@ -9,13 +9,13 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import inspect, select
 
-from app.db.migrate import upgrade
-from app.db.models import Run
-from app.db.session import Database
-from app.main import create_app
-from app.services.records import INTERRUPTED, DatabaseSink, reconcile_interrupted
-from app.settings import Settings
-from kernels.models import ProgressEvent, RunJob, RunState
+from kplay.app.db.migrate import upgrade
+from kplay.app.db.models import Run
+from kplay.app.db.session import Database
+from kplay.app.main import create_app
+from kplay.app.services.records import INTERRUPTED, DatabaseSink, reconcile_interrupted
+from kplay.config import Settings
+from kplay.kernels.models import ProgressEvent, RunJob, RunState
 from tests.app.fakes import FakeExecutor, correct_result, wrong_result
 
 GOOD = {

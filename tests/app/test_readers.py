@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.readers import COOKIE
+from kplay.app.readers import COOKIE
 
 CELL = "/cells/ch01-vadd-cpu/runs"
 SOURCE = "import numba\n\n@numba.njit\ndef vector_add(a, b, out, n):\n    pass\n"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from app.main import create_app
-from app.settings import Settings
+from kplay.app.main import create_app
+from kplay.config import Settings
 
 GOOD = """import numba
 

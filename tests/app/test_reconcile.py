@@ -8,13 +8,13 @@ from datetime import timedelta
 
 from fastapi.testclient import TestClient
 
-from app.db.migrate import upgrade
-from app.db.models import Run
-from app.db.session import Database
-from app.main import create_app
-from app.services.reconcile import LOST, Reconciling, end_vanished
-from app.settings import Settings
-from kernels.models import RunState
+from kplay.app.db.migrate import upgrade
+from kplay.app.db.models import Run
+from kplay.app.db.session import Database
+from kplay.app.main import create_app
+from kplay.app.services.reconcile import LOST, Reconciling, end_vanished
+from kplay.config import Settings
+from kplay.kernels.models import RunState
 from tests.app.fakes import FakeExecutor, correct_result
 
 GOOD = {"problem": "vector_add", "backend": "numba-cpu", "source": "x = 1\n"}

@@ -8,7 +8,7 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
-from kernels.models import RunJob, RunResult, RunState, SystemInfo, TimingStage
+from kplay.kernels.models import RunJob, RunResult, RunState, SystemInfo, TimingStage
 from tests.app.fakes import (
     FakeExecutor,
     compile_error_result,
@@ -141,8 +141,8 @@ def test_compile_only_run_says_so(client: TestClient) -> None:
 
 
 def test_a_message_that_repeats_the_verdict_is_not_shown_twice() -> None:
-    from app.db.models import Run
-    from app.services.cards import build_card
+    from kplay.app.db.models import Run
+    from kplay.app.services.cards import build_card
 
     job = RunJob(problem="vector_add", backend="numba-cuda", source="x")
     reason = "ran in a simulator: checked for correctness, not timed"

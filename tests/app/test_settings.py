@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.executors import make_executor
-from app.settings import REPO_ROOT, Settings
+from kplay.app.executors import make_executor
+from kplay.config import Settings
+from kplay.resources import data_dir
 
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -17,7 +18,7 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
     settings = Settings()
     assert settings.host == "127.0.0.1" and settings.port == 8000
-    assert settings.broker_url is None and settings.book_dir == REPO_ROOT / "book"
+    assert settings.broker_url is None and settings.book_dir == data_dir("book")
     assert settings.max_source_bytes == 65536 and settings.pool_size == 2
     assert settings.database_url.startswith("sqlite:///")
     assert settings.database_url.endswith("kernel-playground/kplay.sqlite3")
@@ -33,7 +34,7 @@ def test_environment_overrides(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 
 
 def test_sqlite_folder_is_created_on_demand(tmp_path: Path) -> None:
-    from app.db.session import Database
+    from kplay.app.db.session import Database
 
     target = tmp_path / "deep" / "er" / "kplay.sqlite3"
     db = Database(f"sqlite:///{target}")
@@ -44,7 +45,7 @@ def test_sqlite_folder_is_created_on_demand(tmp_path: Path) -> None:
 
 
 def test_no_broker_means_the_local_executor(tmp_path: Path) -> None:
-    from workers.local import LocalExecutor
+    from kplay.workers.local import LocalExecutor
 
     executor = make_executor(Settings(database_url="sqlite://", pool_size=3, job_timeout_s=7))
     assert isinstance(executor, LocalExecutor)  # built, not started: no child processes yet
@@ -57,8 +58,8 @@ def test_a_broker_means_the_celery_executor(monkeypatch: pytest.MonkeyPatch) -> 
         def __init__(self, **kwargs: object) -> None:
             made.update(kwargs)
 
-    module = types.ModuleType("workers.celery_executor")
+    module = types.ModuleType("kplay.workers.celery_executor")
     module.CeleryExecutor = FakeCelery  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "workers.celery_executor", module)
+    monkeypatch.setitem(sys.modules, "kplay.workers.celery_executor", module)
     executor = make_executor(Settings(database_url="sqlite://", broker_url="redis://x:6379/0"))
     assert isinstance(executor, FakeCelery) and made["broker_url"] == "redis://x:6379/0"

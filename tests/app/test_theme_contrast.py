@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from app.settings import REPO_ROOT
+from kplay.resources import data_dir
 
-CSS = (REPO_ROOT / "static" / "css" / "book.css").read_text()
+CSS = (data_dir("static") / "css" / "book.css").read_text()
 SURFACES = ("--bg", "--bg-soft", "--code-bg")
 TEXTS = (
     "--fg",

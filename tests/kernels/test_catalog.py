@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.catalog import PROBLEMS_DIR, ProblemLoadError, load_catalog, load_problem
+from kplay.kernels.catalog import PROBLEMS_DIR, ProblemLoadError, load_catalog, load_problem
 
 EXPECTED = {"vector_add", "saxpy", "sum", "transpose", "sgemm", "softmax"}
 

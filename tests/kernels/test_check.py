@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from kernels.check import compare
-from kernels.problem import Tolerance
+from kplay.kernels.check import compare
+from kplay.kernels.problem import Tolerance
 
 TOL = Tolerance(atol=1e-5, rtol=1e-5)
 
@@ -38,7 +38,7 @@ def test_nan_never_passes_and_is_called_unwritten():
 
 
 def _fresh_memo(monkeypatch, mib: str = "1024"):
-    import kernels.check as check
+    import kplay.kernels.check as check
 
     monkeypatch.setenv("KPLAY_ENGINE_MEMO_MB", mib)
     monkeypatch.setattr(check, "MEMO", check.Memo())
@@ -46,7 +46,7 @@ def _fresh_memo(monkeypatch, mib: str = "1024"):
 
 
 def test_memoised_inputs_equal_a_fresh_draw_and_are_read_only(monkeypatch):
-    from kernels.catalog import get_problem
+    from kplay.kernels.catalog import get_problem
 
     check = _fresh_memo(monkeypatch)
     problem = get_problem("vector_add")
@@ -64,7 +64,7 @@ def test_memoised_inputs_equal_a_fresh_draw_and_are_read_only(monkeypatch):
 
 
 def test_memoised_reference_outputs_match_the_reference(monkeypatch):
-    from kernels.catalog import get_problem
+    from kplay.kernels.catalog import get_problem
 
     check = _fresh_memo(monkeypatch)
     problem = get_problem("vector_add")
@@ -93,8 +93,8 @@ def test_memo_keeps_to_its_budget_and_can_be_switched_off(monkeypatch):
 
 
 def test_a_run_names_an_unknown_benchmark_case():
-    from kernels.evaluate import evaluate
-    from kernels.models import RunJob, RunState
+    from kplay.kernels.evaluate import evaluate
+    from kplay.kernels.models import RunJob, RunState
 
     job = RunJob(
         problem="vector_add", backend="numba-cpu", source="def f(): pass", benchmark="huge"
@@ -120,7 +120,7 @@ def _gpu_compare_cases():
 def test_the_gpu_comparison_agrees_with_the_host_one():
     import cupy
 
-    from kernels.check import compare_on_device
+    from kplay.kernels.check import compare_on_device
 
     exp, cases = _gpu_compare_cases()
     tol = Tolerance(atol=1e-5, rtol=1e-5)

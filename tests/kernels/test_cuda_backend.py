@@ -12,16 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernels.backends import nvtools
-from kernels.backends.base import Capability, CompiledKernel, KernelError, LaunchSpec
-from kernels.backends.cuda import (
+from kplay.kernels.backends import nvtools
+from kplay.kernels.backends.base import Capability, CompiledKernel, KernelError, LaunchSpec
+from kplay.kernels.backends.cuda import (
     CudaBackend,
     kernel_base_name,
     kernel_name_problem,
     kernel_parameters,
     normalise_arch,
 )
-from kernels.models import CompileStage
+from kplay.kernels.models import CompileStage
 
 MAIN_SOURCE = r"""#include <cuda_fp16.h>
 #include <mma.h>
@@ -179,7 +179,7 @@ def test_repeated_compile_is_served_from_the_cache(
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("nvcc ran again for a source already compiled")
 
-    monkeypatch.setattr("kernels.backends.cuda.start_nvcc", refuse)
+    monkeypatch.setattr("kplay.kernels.backends.cuda.start_nvcc", refuse)
     again, _ = backend.compile(MAIN_SOURCE, "vec_add", tmp_path)
     assert again.ok
     assert again.resources == first.resources

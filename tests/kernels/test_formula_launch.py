@@ -1,9 +1,9 @@
 import pytest
 
-from kernels import formula
-from kernels.launch import LaunchError, parse_directive, plan, resolve
-from kernels.models import LaunchOverride
-from kernels.problem import LaunchDefault
+from kplay.kernels import formula
+from kplay.kernels.launch import LaunchError, parse_directive, plan, resolve
+from kplay.kernels.models import LaunchOverride
+from kplay.kernels.problem import LaunchDefault
 
 
 def test_formulas_evaluate_with_functions():

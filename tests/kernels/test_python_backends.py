@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernels.arrays import ArrayOps
-from kernels.backends.base import (
+from kplay.kernels.arrays import ArrayOps
+from kplay.kernels.backends.base import (
     Backend,
     Capability,
     CompiledKernel,
@@ -179,7 +179,7 @@ def test_learner_modules_do_not_leak(key: str, tmp_path: Path) -> None:
     second = compiled(key, source, tmp_path)
     assert not [m for m in sys.modules if m.startswith("kplay_learner_")]
     globals_of = [k.__dict__.get("dispatcher", k.__dict__.get("kernel")) for k in (first, second)]
-    from kernels.backends.pysource import python_function
+    from kplay.kernels.backends.pysource import python_function
 
     one, two = (python_function(g).__globals__ for g in globals_of)
     assert one is not two and one["SEEN"] is not two["SEEN"]
@@ -228,7 +228,7 @@ def test_lost_numba_location_is_found_in_compiler_frames(tmp_path: Path) -> None
     from numba.core import ir
     from numba.core.errors import NumbaError
 
-    from kernels.backends.pysource import numba_error
+    from kplay.kernels.backends.pysource import numba_error
 
     path = tmp_path / "kplay_src.py"
 
@@ -279,7 +279,7 @@ def test_numba_cuda_simulated_runtime_error_stays_a_runtime_error(tmp_path: Path
 
 
 def test_numba_cuda_needs_a_grid_and_block(tmp_path: Path) -> None:
-    from kernels.backends.base import KernelError
+    from kplay.kernels.backends.base import KernelError
 
     kernel = compiled("numba-cuda", VECTOR_ADD["numba-cuda"], tmp_path)
     with pytest.raises(KernelError):
@@ -322,7 +322,7 @@ def test_triton_compilation_error_is_placed_in_the_file() -> None:
 
     from triton.compiler.errors import CompilationError
 
-    from kernels.backends.triton_backend import _compilation_error
+    from kplay.kernels.backends.triton_backend import _compilation_error
 
     source = VECTOR_ADD["triton"]
     src = source[source.index("def add") :]

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.backends.base import Capability, get_backend
-from kernels.catalog import load_catalog
-from kernels.evaluate import evaluate
-from kernels.models import RunJob, RunState
+from kplay.kernels.backends.base import Capability, get_backend
+from kplay.kernels.catalog import load_catalog
+from kplay.kernels.evaluate import evaluate
+from kplay.kernels.models import RunJob, RunState
 
 GPU_ONLY_MARK = "kplay-expect: wrong-on-gpu-only"
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from kernels.models import ProgressEvent, RunJob, RunResult, RunState
+from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
 from tests.conftest import skip_or_fail
 
 Emit = Callable[[ProgressEvent], None]
@@ -170,7 +170,7 @@ class Deployment:
     """One test's corner of Redis, its workers and its executors."""
 
     def __init__(self, url: str, logs: Path) -> None:
-        from workers.celery_app import WorkerConfig
+        from kplay.workers.celery_app import WorkerConfig
 
         self.url = url
         self.prefix = f"kplaytest-{uuid.uuid4().hex[:10]}"
@@ -195,7 +195,7 @@ class Deployment:
         )
 
     def executor(self, sink: RecordingSink | None = None, **kwargs: Any) -> Any:
-        from workers.celery_executor import CeleryExecutor
+        from kplay.workers.celery_executor import CeleryExecutor
 
         kwargs.setdefault("janitor_interval_s", 0.5)
         ex = CeleryExecutor(self.url, config=self.config, **kwargs)
@@ -210,8 +210,8 @@ class Deployment:
         env: dict[str, str] | None = None,
         wait: bool = True,
     ) -> subprocess.Popen[bytes]:
-        from workers.devices import WorkerSpec
-        from workers.fleet_main import build_command, build_env
+        from kplay.workers.devices import WorkerSpec
+        from kplay.workers.fleet_main import build_command, build_env
 
         info = {"id": name, "kind": "cpu", "device": "test device", "queues": list(queues)}
         spec = WorkerSpec(name, "cpu", queues, env or {"CUDA_VISIBLE_DEVICES": ""}, info)
@@ -236,8 +236,8 @@ class Deployment:
         return proc
 
     def live(self) -> list[dict[str, Any]]:
-        from workers.fleet import live_workers
-        from workers.jobstore import JobStore, connect
+        from kplay.workers.fleet import live_workers
+        from kplay.workers.jobstore import JobStore, connect
 
         return live_workers(JobStore(connect(self.url), self.prefix))
 

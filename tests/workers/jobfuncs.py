@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from kernels.models import ProgressEvent, RunJob, RunResult, RunState
+from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
 
 Emit = Callable[[ProgressEvent], None]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.models import RunState
+from kplay.kernels.models import RunState
 from tests.workers.celery_support import (  # noqa: F401 - fixtures
     Deployment,
     RecordingSink,
@@ -16,7 +16,7 @@ from tests.workers.celery_support import (  # noqa: F401 - fixtures
     redis_base_fixture,
     wait_for,
 )
-from workers.executor import SubmitRefused
+from kplay.workers.executor import SubmitRefused
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -93,7 +93,7 @@ def test_web_and_worker_survive_a_redis_restart(deployment: Deployment, tmp_path
 
 
 def _restart_scenario(deployment: Deployment, server: RedisServer) -> None:
-    from workers.celery_executor import CeleryExecutor
+    from kplay.workers.celery_executor import CeleryExecutor
 
     env = {**deployment.env, "KPLAY_BROKER_URL": server.url}
     deployment.env = env
@@ -138,7 +138,7 @@ def _submitted(ex, j) -> bool:  # type: ignore[no-untyped-def]
 
 
 def test_results_survive_a_consumer_restart(deployment: Deployment) -> None:
-    from workers.celery_executor import CeleryExecutor
+    from kplay.workers.celery_executor import CeleryExecutor
 
     deployment.start_worker("cpu@h")
     broken = RecordingSink(fail_results=True)

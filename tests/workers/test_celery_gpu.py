@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from kernels.models import RunState
+from kplay.kernels.models import RunState
 from tests.workers.celery_support import (  # noqa: F401 - fixtures
     ROOT,
     Deployment,
@@ -16,7 +16,7 @@ from tests.workers.celery_support import (  # noqa: F401 - fixtures
     redis_base_fixture,
     wait_for,
 )
-from workers.devices import detect_gpus, plan_workers, sm_tag
+from kplay.workers.devices import detect_gpus, plan_workers, sm_tag
 
 pytestmark = pytest.mark.gpu
 
@@ -39,7 +39,7 @@ def test_a_gpu_worker_runs_a_cuda_kernel_on_its_own_device(deployment: Deploymen
     env = {**deployment.env}
     del env["KPLAY_EVAL_TARGET"]  # the real engine
     deployment.spawn(
-        [sys.executable, "-m", "app.cli", "worker", "--gpus", "0"], env, "kplay-gpu-worker"
+        [sys.executable, "-m", "kplay.cli", "worker", "--gpus", "0"], env, "kplay-gpu-worker"
     )
     worker = wait_for(lambda: next(iter(deployment.live()), None), 120, "the GPU worker")
     assert worker["id"].startswith("gpu0@") and worker["kind"] == "gpu"

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from kernels.models import RunState
+from kplay.kernels.models import RunState
 from tests.workers.celery_support import (  # noqa: F401 - fixtures
     ROOT,
     Deployment,
@@ -19,7 +19,7 @@ from tests.workers.celery_support import (  # noqa: F401 - fixtures
     redis_base_fixture,
     wait_for,
 )
-from workers.executor import SubmitRefused
+from kplay.workers.executor import SubmitRefused
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -47,7 +47,7 @@ def test_a_real_kernel_runs_through_kplay_worker(deployment: Deployment) -> None
     env = {**deployment.env}
     del env["KPLAY_EVAL_TARGET"]  # the real engine
     proc = deployment.spawn(
-        [sys.executable, "-m", "app.cli", "worker", "--cpu-only"], env, "kplay-worker"
+        [sys.executable, "-m", "kplay.cli", "worker", "--cpu-only"], env, "kplay-worker"
     )
     worker = wait_for(lambda: next(iter(deployment.live()), None), 60, "kplay worker to start")
     assert worker["queues"] == ["cpu"] and worker["kind"] == "cpu"
@@ -110,7 +110,7 @@ def test_nothing_is_sent_when_no_worker_serves_the_queue(deployment: Deployment)
 
 def test_the_per_user_cap_holds_even_under_concurrent_submits(deployment: Deployment) -> None:
     deployment.start_worker("cpu@t5")
-    from workers.celery_executor import CeleryExecutor
+    from kplay.workers.celery_executor import CeleryExecutor
 
     sink = RecordingSink()
     deployment.executor(sink)  # consumes the verdicts

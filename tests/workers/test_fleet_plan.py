@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from kernels.models import RunJob
-from workers.celery_app import WorkerConfig, make_celery
-from workers.celery_executor import route
-from workers.devices import (
+from kplay.kernels.models import RunJob
+from kplay.workers.celery_app import WorkerConfig, make_celery
+from kplay.workers.celery_executor import route
+from kplay.workers.devices import (
     NO_MULTICAST_ENV,
     GpuDevice,
     device_kind,
@@ -20,9 +20,9 @@ from workers.devices import (
     select_gpus,
     sm_tag,
 )
-from workers.executor import SubmitRefused
-from workers.fleet import wait_estimate_s
-from workers.fleet_main import build_command, build_env, plan_from_args
+from kplay.workers.executor import SubmitRefused
+from kplay.workers.fleet import wait_estimate_s
+from kplay.workers.fleet_main import build_command, build_env, plan_from_args
 
 H200 = [
     GpuDevice(0, "NVIDIA H200", "GPU-aaa", "9.0", "580.1", 143771),

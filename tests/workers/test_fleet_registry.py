@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from kernels.models import RunResult, RunState
+from kplay.kernels.models import RunResult, RunState
 from tests.workers.celery_support import job, redis_base_fixture, wait_for  # noqa: F401
-from workers.fleet import Heartbeat, live_workers, snapshot
-from workers.jobstore import JobStore, connect
+from kplay.workers.fleet import Heartbeat, live_workers, snapshot
+from kplay.workers.jobstore import JobStore, connect
 
 pytestmark = pytest.mark.redis
 
@@ -131,7 +131,7 @@ def test_the_snapshot_counts_waiting_messages_and_estimates_the_wait(store: JobS
 
 def test_a_verdict_keeps_nan_through_redis(store: JobStore) -> None:
     # An element a kernel never wrote keeps its NaN poison; the verdict must say so.
-    from kernels.models import CaseCheck, CheckStage
+    from kplay.kernels.models import CaseCheck, CheckStage
 
     j = job("x")
     case = CaseCheck(name="n=1", params={"n": 1}, ok=False, got=float("nan"), expected=2.0)

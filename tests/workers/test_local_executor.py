@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kernels.models import ProgressEvent, RunJob, RunResult, RunState
-from workers.executor import SubmitRefused
-from workers.limits import MIB, Limits
-from workers.local import LocalExecutor
+from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
+from kplay.workers.executor import SubmitRefused
+from kplay.workers.limits import MIB, Limits
+from kplay.workers.local import LocalExecutor
 
 OK = "tests.workers.jobfuncs:ok"
 LIMITS = Limits(wall_timeout_s=4.0, memory_bytes=512 * MIB, start_timeout_s=60.0)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from kernels.models import RunJob, RunResult, RunState
-from workers.limits import MIB, Limits, child_env
-from workers.runner import PoolClosed, WorkerPool
+from kplay.kernels.models import RunJob, RunResult, RunState
+from kplay.workers.limits import MIB, Limits, child_env
+from kplay.workers.runner import PoolClosed, WorkerPool
 
 FUNCS = "tests.workers.jobfuncs"
 SMALL = Limits(
@@ -234,7 +234,8 @@ def test_child_env_is_an_allow_list(tmp_path: Path) -> None:
     assert env["KPLAY_FORCE_NO_GPU"] == "1" and env["TRITON_INTERPRET"] == "1"
     assert env["SSH_AUTH_SOCK"] == "/tmp/agent" and env["KPLAY_ENGINE_MODE"] == "test"
     assert "KPLAY_SECRET_KEY" not in env and "REDIS_URL" not in env
-    assert env["PYTHONPATH"].split(os.pathsep)[1:] == ["/extra"]
+    # The parent's own PYTHONPATH passes unchanged; nothing is added in front of it.
+    assert env["PYTHONPATH"] == "/extra"
 
 
 def test_core_dumps_off_and_file_size_capped() -> None:
@@ -370,7 +371,7 @@ ctypes.string_at(0)
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[WorkerPool]:
-    pytest.importorskip("kernels.evaluate")
+    pytest.importorskip("kplay.kernels.evaluate")
     limits = Limits(wall_timeout_s=5.0, output_tail_bytes=4096, start_timeout_s=120.0)
     with WorkerPool(1, limits) as p:
         yield p

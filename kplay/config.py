@@ -8,7 +8,8 @@ from platformdirs import user_data_dir
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from kplay.resources import data_dir
+
 
 
 def default_database_url() -> str:
@@ -29,7 +30,9 @@ class Settings(BaseSettings):
     # one user may have at most this many runs queued or running at once (0: no cap).
     key_prefix: str = "kplay"
     user_run_cap: int = 5
-    book_dir: Path = REPO_ROOT / "book"
+    book_dir: Path = Field(default_factory=lambda: data_dir("book"))
+    # Measured figures the chapters quote (JSON files written by the benchmarks).
+    results_dir: Path = Field(default_factory=lambda: data_dir("results"))
     max_source_bytes: int = 65536
     pool_size: int = 2
     job_timeout_s: float = 30.0

@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from app import format as fmt
-from kernels.problem import SUFFIXES, backend_for_path
+from kplay.app import format as fmt
+from kplay.kernels.problem import SUFFIXES, backend_for_path
 
 EXIT_BAD_INPUT = 2
 
@@ -64,8 +64,8 @@ def render_result(result) -> str:  # type: ignore[no-untyped-def]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from kernels.catalog import get_problem
-    from kernels.models import RunJob, RunState
+    from kplay.kernels.catalog import get_problem
+    from kplay.kernels.models import RunJob, RunState
 
     path = Path(args.file)
     if not path.is_file():
@@ -108,8 +108,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_isolated(job, timeout: float, quiet: bool):  # type: ignore[no-untyped-def]
-    from workers.limits import Limits
-    from workers.runner import WorkerPool
+    from kplay.workers.limits import Limits
+    from kplay.workers.runner import WorkerPool
 
     def progress(event) -> None:  # type: ignore[no-untyped-def]
         if not quiet:
@@ -126,7 +126,7 @@ def _run_isolated(job, timeout: float, quiet: bool):  # type: ignore[no-untyped-
 
 
 def cmd_problems(args: argparse.Namespace) -> int:
-    from kernels.catalog import ProblemLoadError, load_catalog
+    from kplay.kernels.catalog import ProblemLoadError, load_catalog
 
     try:
         catalog = load_catalog()
@@ -142,8 +142,8 @@ def cmd_problems(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from kernels.calibrate import calibrate
-    from kernels.roofline import ceilings_path
+    from kplay.kernels.calibrate import calibrate
+    from kplay.kernels.roofline import ceilings_path
 
     for c in calibrate(args.kind):
         print(f"{c.device} ({c.kind}), saved to {ceilings_path(c.device)}")
@@ -161,8 +161,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from app.main import serve
-    from app.settings import Settings
+    from kplay.app.main import serve
+    from kplay.config import Settings
 
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
     serve(Settings(**overrides))
@@ -170,7 +170,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from workers.fleet_main import main as worker_main
+    from kplay.workers.fleet_main import main as worker_main
 
     return worker_main(args)
 

@@ -1,0 +1,1 @@
+"""Package data of Kernel Playground: the templates folder."""
