@@ -34,7 +34,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 RESULTS = ROOT / "bench" / "results"
-PROBLEMS = ROOT / "kernels" / "problems"
 
 # (row, problem, solution file under solutions/correct, threads or None for Numba's
 # default). Every CPU row runs on the numba-cpu backend.
@@ -104,10 +103,11 @@ GPU_CASES = {"sum_shuffle_float4_1gib": "256M elements (1 GiB read)"}
 def _evaluate(
     problem: str, backend: str, file: str, cap_s: float, benchmark: str | None = None
 ) -> Any:
+    from kplay.kernels.catalog import get_problem
     from kplay.kernels.evaluate import evaluate
     from kplay.kernels.models import RunJob
 
-    source = (PROBLEMS / problem / "solutions" / "correct" / file).read_text()
+    source = get_problem(problem).solution_path("correct", file).read_text()
     job = RunJob(
         problem=problem, backend=backend, source=source, timing_cap_s=cap_s, benchmark=benchmark
     )

@@ -33,11 +33,9 @@ def main() -> None:
     from kplay.kernels.catalog import get_problem
     from kplay.kernels.evaluate import evaluate, warm_up
     from kplay.kernels.models import Mode, RunJob
-    from kplay.kernels.problem import backend_for_path
 
     problem = get_problem(args.problem)
-    folder = problem.folder / "solutions" / "correct"
-    path = next(p for p in sorted(folder.iterdir()) if backend_for_path(p) == args.backend)
+    path = next(p for b, p in problem.solutions("correct") if b == args.backend)
     source = path.read_text()
     t0 = time.perf_counter()
     warm_up()

@@ -130,6 +130,7 @@ def load_problem(folder: Path | str) -> ProblemSpec:
     _check_spec(spec, folder)
     spec._folder = folder.resolve()
     spec._reference = _load_reference(_reference_path(spec, folder), spec.slug)
+    spec._borrowed = _borrowed_solutions(spec, folder)
     return spec
 
 
@@ -150,6 +151,42 @@ def _reference_path(spec: ProblemSpec, folder: Path) -> Path:
             f"no problem {spec.reference_from!r} with a reference.py beside this folder",
         )
     return shared
+
+
+def _borrowed_solutions(spec: ProblemSpec, folder: Path) -> dict[str, list[Path]]:
+    """Resolve `[[solutions_from]]`: each named file must exist, once, in the named folder."""
+    toml_path = folder / "problem.toml"
+    out: dict[str, list[Path]] = {"correct": [], "wrong": []}
+    seen: set[str] = set()
+    for i, entry in enumerate(spec.solutions_from):
+        if entry.problem == spec.slug:
+            raise ProblemLoadError(
+                toml_path, f"solutions_from[{i}].problem", "a problem cannot borrow from itself"
+            )
+        if not (entry.correct or entry.wrong):
+            raise ProblemLoadError(toml_path, f"solutions_from[{i}]", "names no solution file")
+        for kind in ("correct", "wrong"):
+            for j, name in enumerate(getattr(entry, kind)):
+                field = f"solutions_from[{i}].{kind}[{j}]"
+                if Path(name).name != name or name in (".", ".."):
+                    raise ProblemLoadError(toml_path, field, f"{name!r} must be a file name")
+                backend = backend_for_path(Path(name))
+                if backend not in spec.backends:
+                    raise ProblemLoadError(
+                        toml_path,
+                        field,
+                        f"{name!r} is not a solution file for backends {spec.backends}",
+                    )
+                if name in seen or (folder / "solutions" / kind / name).exists():
+                    raise ProblemLoadError(
+                        toml_path, field, f"{name!r} is named twice; keep one copy of a kernel"
+                    )
+                seen.add(name)
+                shared = folder.parent / entry.problem / "solutions" / kind / name
+                if not shared.is_file():
+                    raise ProblemLoadError(toml_path, field, f"no solution file {shared} to borrow")
+                out[kind].append(shared.resolve())
+    return out
 
 
 def problem_dirs(root: Path | None = None) -> list[Path]:

@@ -1,7 +1,9 @@
 """The problem schema (problem.toml) and its models.
 
 A problem is a folder `kernels/problems/<slug>/` holding `problem.toml`,
-`reference.py`, `starter/`, `solutions/correct/` and `solutions/wrong/`.
+`reference.py`, `starter/`, `solutions/correct/` and `solutions/wrong/`. An exercise
+that restates another problem borrows that problem's reference (`reference_from`) and
+any of its solution files (`[[solutions_from]]`) instead of carrying copies.
 The loader in `kernels.catalog` validates folders against these models.
 """
 
@@ -88,6 +90,18 @@ class Tier(_Strict):
     description: str = ""
 
 
+class SharedSolutions(_Strict):
+    """Solution files of another problem's folder that this problem checks as its own.
+
+    Names are file names under `<problem>/solutions/correct/` and `.../wrong/`; one copy of
+    each kernel lives in the tree, in the folder of the problem it was written for.
+    """
+
+    problem: str
+    correct: list[str] = Field(default_factory=list)
+    wrong: list[str] = Field(default_factory=list)
+
+
 class ProblemSpec(_Strict):
     slug: str
     title: str
@@ -110,9 +124,12 @@ class ProblemSpec(_Strict):
     # An exercise that states the same computation as another problem shares its
     # reference.py instead of carrying a copy: the slug of that problem.
     reference_from: str | None = None
+    # Solution files it borrows from other problems' folders (resolved by the loader).
+    solutions_from: list[SharedSolutions] = Field(default_factory=list)
 
     _folder: Path | None = PrivateAttr(default=None)
     _reference: ModuleType | None = PrivateAttr(default=None)
+    _borrowed: dict[str, list[Path]] = PrivateAttr(default_factory=dict)
 
     @field_validator("backends")
     @classmethod
@@ -164,16 +181,26 @@ class ProblemSpec(_Strict):
         return self.starter_path(backend).read_text()
 
     def solutions(self, kind: Literal["correct", "wrong"]) -> list[tuple[str, Path]]:
-        """(backend, path) of each solution file, backend read from the file's suffix."""
-        out: list[tuple[str, Path]] = []
+        """(backend, path) of each solution file, backend read from the file's suffix.
+
+        The folder's own files and those borrowed through `solutions_from`, by file name.
+        """
         folder = self.folder / "solutions" / kind
-        if not folder.is_dir():
-            return out
-        for path in sorted(folder.iterdir()):
+        own = sorted(folder.iterdir()) if folder.is_dir() else []
+        paths = sorted([*own, *self._borrowed.get(kind, [])], key=lambda p: p.name)
+        out: list[tuple[str, Path]] = []
+        for path in paths:
             backend = backend_for_path(path)
             if backend is not None:
                 out.append((backend, path))
         return out
+
+    def solution_path(self, kind: Literal["correct", "wrong"], name: str) -> Path:
+        """The path of one solution file by name, wherever its one copy lives."""
+        for _backend, path in self.solutions(kind):
+            if path.name == name:
+                return path
+        raise FileNotFoundError(f"problem {self.slug!r} has no {kind} solution {name!r}")
 
     def public_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

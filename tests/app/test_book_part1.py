@@ -128,9 +128,9 @@ def test_exercise_references_are_the_kernels_the_chapters_report() -> None:
     catalog = load_catalog()
     smem = [p.name for _, p in catalog["transpose_smem"].solutions("correct")]
     assert smem == ["transpose_tiled_padded.cu"]
-    ours = catalog["transpose_smem"].folder / "solutions" / "correct" / smem[0]
-    theirs = catalog["transpose"].folder / "solutions" / "correct" / smem[0]
-    assert ours.read_text() == theirs.read_text()
+    # One copy: the exercise borrows the file the transpose chapter measures.
+    ours = catalog["transpose_smem"].solution_path("correct", smem[0])
+    assert ours == catalog["transpose"].solution_path("correct", smem[0])
     bench = _bench()
     gpu_rows = {row: (problem, file) for row, problem, file, _ in bench.GPU_ROWS}
     assert gpu_rows["transpose_smem"] == ("transpose_smem", "transpose_tiled_padded.cu")
@@ -141,10 +141,9 @@ def test_exercise_references_are_the_kernels_the_chapters_report() -> None:
     assert cpu_rows["simd_sum_fastmath"] == ("cpu_simd_sum", "sum_fastmath")
     # Every row the bench measures names a solution that exists.
     for row, problem, file, _ in bench.GPU_ROWS:
-        assert (catalog[problem].folder / "solutions" / "correct" / file).is_file(), row
+        assert catalog[problem].solution_path("correct", file).is_file(), row
     for row, problem, stem, _ in bench.CPU_ROWS:
-        path = catalog[problem].folder / "solutions" / "correct" / (stem + bench.CPU_SUFFIX)
-        assert path.is_file(), row
+        assert catalog[problem].solution_path("correct", stem + bench.CPU_SUFFIX).is_file(), row
 
 
 def test_part1_figures_exist_and_suit_both_themes(part1: list[Chapter]) -> None:

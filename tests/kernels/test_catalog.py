@@ -1,3 +1,4 @@
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -85,3 +86,90 @@ def test_an_exercise_can_share_the_reference_of_the_problem_it_restates(tmp_path
     shutil.copy(PROBLEMS_DIR / "sgemm" / "reference.py", exercise / "reference.py")
     with pytest.raises(ProblemLoadError, match="keep one of the two"):
         load_problem(exercise)
+
+
+def test_no_file_under_problems_is_a_byte_identical_copy():
+    """One copy of each kernel: an exercise borrows another problem's file by name."""
+    first: dict[bytes, Path] = {}
+    copies = []
+    for path in sorted(PROBLEMS_DIR.rglob("*")):
+        if not path.is_file() or "__pycache__" in path.parts:
+            continue
+        digest = hashlib.sha256(path.read_bytes()).digest()
+        if digest in first:
+            copies.append(f"{path.relative_to(PROBLEMS_DIR)} = {first[digest].name}")
+        first.setdefault(digest, path.relative_to(PROBLEMS_DIR))
+    assert not copies, f"declare these with [[solutions_from]] instead: {copies}"
+
+
+def test_borrowed_solutions_are_the_lenders_files():
+    catalog = load_catalog()
+    borrowers = {slug: spec for slug, spec in catalog.items() if spec.solutions_from}
+    assert {"gemm_coalesce", "transpose_smem"} <= set(borrowers)
+    for slug, spec in borrowers.items():
+        for entry in spec.solutions_from:
+            lender = catalog[entry.problem]
+            for kind in ("correct", "wrong"):
+                for name in getattr(entry, kind):
+                    path = spec.solution_path(kind, name)
+                    assert path == lender.solution_path(kind, name), (slug, name)
+                    assert path.parent == lender.folder / "solutions" / kind
+                    assert not (spec.folder / "solutions" / kind / name).exists()
+
+
+def _borrower(tmp_path: Path) -> Path:
+    for slug in ("gemm_coalesce", "sgemm"):
+        shutil.copytree(PROBLEMS_DIR / slug, tmp_path / slug)
+    return tmp_path / "gemm_coalesce"
+
+
+def test_borrowed_solutions_load_from_the_declared_folder(tmp_path: Path):
+    spec = load_problem(_borrower(tmp_path))
+    correct = [p for _, p in spec.solutions("correct")]
+    assert [p.name for p in correct] == ["gemm_02_coalesced.cu"]
+    assert correct[0] == (tmp_path / "sgemm/solutions/correct/gemm_02_coalesced.cu").resolve()
+    wrong = {p.name for _, p in spec.solutions("wrong")}
+    assert wrong == {"a_read_down_a_column.cu", "grid_left_as_naive.cu"}
+    with pytest.raises(FileNotFoundError, match="no correct solution 'gemm_01_naive.cu'"):
+        spec.solution_path("correct", "gemm_01_naive.cu")
+
+
+def test_a_missing_borrowed_solution_names_the_file_and_field(tmp_path: Path):
+    exercise = _borrower(tmp_path)
+    (tmp_path / "sgemm/solutions/correct/gemm_02_coalesced.cu").unlink()
+    with pytest.raises(ProblemLoadError) as err:
+        load_problem(exercise)
+    assert err.value.path == exercise / "problem.toml"
+    assert err.value.field == "solutions_from[0].correct[0]"
+    assert "sgemm/solutions/correct/gemm_02_coalesced.cu" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "field", "message"),
+    [
+        ('correct = ["gemm_02', 'wrong = ["gemm_02', "wrong[0]", "no solution file"),
+        ('problem = "sgemm"', 'problem = "gemm_coalesce"', "problem", "from itself"),
+        ('"gemm_02_coalesced.cu"', '"../sgemm/x.cu"', "correct[0]", "must be a file name"),
+        ('"gemm_02_coalesced.cu"', '"sgemm_tiled.numba_cuda.py"', "correct[0]", "not a solution"),
+        ('correct = ["gemm_02_coalesced.cu"]', "", "", "names no solution file"),
+    ],
+)
+def test_bad_solutions_from_entries_are_refused(
+    tmp_path: Path, old: str, new: str, field: str, message: str
+):
+    exercise = _borrower(tmp_path)
+    _edit(exercise, old, new)
+    with pytest.raises(ProblemLoadError, match=message) as err:
+        load_problem(exercise)
+    assert err.value.field == f"solutions_from[0]{'.' if field else ''}{field}"
+
+
+def test_a_borrowed_solution_with_a_local_copy_is_refused(tmp_path: Path):
+    exercise = _borrower(tmp_path)
+    name = "gemm_02_coalesced.cu"
+    local = exercise / "solutions" / "correct"
+    local.mkdir(parents=True, exist_ok=True)
+    shutil.copy(tmp_path / "sgemm/solutions/correct" / name, local / name)
+    with pytest.raises(ProblemLoadError, match="keep one copy") as err:
+        load_problem(exercise)
+    assert err.value.field == "solutions_from[0].correct[0]"

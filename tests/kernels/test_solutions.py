@@ -38,6 +38,22 @@ CORRECT = _solutions("correct")
 WRONG = _solutions("wrong")
 
 
+def test_borrowed_solutions_are_checked_as_the_borrowers_own() -> None:
+    """A file named in [[solutions_from]] runs against the exercise that borrows it (and
+    against its own problem), from its one copy."""
+    borrowed = 0
+    for slug, spec in load_catalog().items():
+        for entry in spec.solutions_from:
+            lender = load_catalog()[entry.problem].folder
+            for kind, items in (("correct", CORRECT), ("wrong", WRONG)):
+                for name in getattr(entry, kind):
+                    path = str(lender / "solutions" / kind / name)
+                    users = {s for s, _b, p in items if p == path}
+                    assert users == {slug, entry.problem}, (slug, name, users)
+                    borrowed += 1
+    assert borrowed >= 6
+
+
 @pytest.mark.parametrize("slug,backend,path", CORRECT, ids=_ids(CORRECT))
 def test_correct_solution_passes(slug: str, backend: str, path: str) -> None:
     result = evaluate(_job(slug, backend, path))
