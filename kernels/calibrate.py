@@ -8,7 +8,6 @@ CPU: a STREAM-style triad, a read-only sum and an FMA peak, all through Numba.
 from __future__ import annotations
 
 import datetime as dt
-import os
 from typing import Any
 
 import numpy as np
@@ -230,7 +229,9 @@ def cpu_ceilings() -> Ceilings | None:
     cached = roofline.load_calibrated(cpu_name())
     if cached is not None:
         return cached
-    if os.environ.get("KPLAY_NO_AUTO_CALIBRATE") == "1":
+    from kplay.config import EngineSettings
+
+    if EngineSettings().no_auto_calibrate:
         return None
     ceilings = calibrate_cpu(n=1 << 24, cap_s=0.8)
     roofline.save_ceilings(ceilings)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import tomllib
 from functools import lru_cache
 from importlib.resources import files
@@ -199,8 +198,9 @@ def problem_dirs(root: Path | None = None) -> list[Path]:
 
 
 def _extra_roots() -> list[Path]:
-    extra = os.environ.get("KPLAY_EXTRA_PROBLEMS", "")
-    return [Path(p) for p in extra.split(os.pathsep) if p]
+    from kplay.config import EngineSettings
+
+    return EngineSettings().extra_problem_dirs
 
 
 @lru_cache(maxsize=1)

@@ -7,7 +7,6 @@ and every element is compared against the reference within the problem's toleran
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -58,11 +57,9 @@ class Memo:
 
     @staticmethod
     def budget() -> int:
-        try:
-            mib = float(os.environ.get("KPLAY_ENGINE_MEMO_MB", "1024"))
-        except ValueError:
-            mib = 1024.0
-        return max(0, int(mib * 1024 * 1024))
+        from kplay.config import EngineSettings
+
+        return EngineSettings().memo_budget_bytes
 
     def get(self, key: tuple[Any, ...]) -> dict[str, Any] | None:
         with self._lock:

@@ -13,7 +13,9 @@ from functools import lru_cache
 
 @lru_cache(maxsize=1)
 def cuda_device_count() -> int:
-    if os.environ.get("KPLAY_FORCE_NO_GPU") == "1":
+    from kplay.config import EngineSettings
+
+    if EngineSettings().force_no_gpu:
         return 0
     try:
         lib = ctypes.CDLL("libcuda.so.1")

@@ -7,7 +7,6 @@ datasheet table of known devices; the result says which.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -53,12 +52,9 @@ CEILING_LABELS = {
 
 
 def cache_dir() -> Path:
-    env = os.environ.get("KPLAY_CACHE_DIR")
-    if env:
-        return Path(env)
-    from platformdirs import user_cache_dir
+    from kplay.config import EngineSettings
 
-    return Path(user_cache_dir("kernel-playground"))
+    return EngineSettings().cache_root()
 
 
 def _slug(device: str) -> str:

@@ -1,48 +1,267 @@
-"""One settings object for the web app; every field can be set as KPLAY_<NAME>."""
+"""Every setting of the project, declared once, each one read from the environment as KPLAY_<NAME>.
+
+Three layers, each adding to the one before, as the packages do:
+
+- `EngineSettings`: what the engine (`kplay.kernels`) reads, in every process that evaluates a
+  kernel, evaluation children included (`kplay.workers.limits` passes exactly these names on);
+- `WorkerSettings`: the pools, their children and the Celery side of the distributed mode;
+- `WebSettings` (alias `Settings`): the web app, which also builds the executor.
+
+A field's description is its one-line documentation: `kplay config` prints it with the
+effective value, and docs/settings.md is generated from it. No `.env` file is read.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any, ClassVar
 
-from platformdirs import user_data_dir
+from platformdirs import user_cache_dir, user_data_dir
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kplay.resources import data_dir
 
+ENV_PREFIX = "KPLAY_"
+APP_DIR_NAME = "kernel-playground"
 
 
 def default_database_url() -> str:
     # The folder is created when the engine is made, not here: reading settings has no effects.
-    path = Path(user_data_dir("kernel-playground")) / "kplay.sqlite3"
+    path = Path(user_data_dir(APP_DIR_NAME)) / "kplay.sqlite3"
     return f"sqlite:///{path}"
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="KPLAY_", extra="ignore")
+def _shown(text: str) -> dict[str, Any]:
+    """How the docs show a default that is computed when the settings are read."""
+    return {"shown_default": text}
 
-    host: str = "127.0.0.1"
-    port: int = 8000
-    database_url: str = Field(default_factory=default_database_url)
-    # None runs jobs in-process (LocalExecutor); a Redis URL sends them to Celery workers.
-    broker_url: str | None = None
-    # Distributed mode: every Redis key of this deployment starts with this prefix, and
-    # one user may have at most this many runs queued or running at once (0: no cap).
-    key_prefix: str = "kplay"
-    user_run_cap: int = 5
-    book_dir: Path = Field(default_factory=lambda: data_dir("book"))
-    # Measured figures the chapters quote (JSON files written by the benchmarks).
-    results_dir: Path = Field(default_factory=lambda: data_dir("results"))
-    max_source_bytes: int = 65536
-    pool_size: int = 2
-    job_timeout_s: float = 30.0
-    anonymous_user: str = "anonymous"
-    # A non-final run that the executor no longer knows and that has had no news for this
-    # long is declared lost, so that no card waits forever.
-    stale_after_s: float = 600.0
-    # Distributed mode: how often unfinished runs are checked against the queue, and how
-    # long a run must have been quiet before it can be judged lost.
-    reconcile_interval_s: float = 30.0
-    reconcile_quiet_s: float = 15.0
-    history_limit: int = 20
-    log_level: str = "info"
+
+class _KplaySettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        extra="ignore",
+        # An empty variable counts as unset (KPLAY_CACHE_DIR= keeps the default).
+        env_ignore_empty=True,
+        validate_default=True,
+    )
+
+    # The layer name `kplay config` and the docs group each class's own fields under.
+    layer: ClassVar[str] = ""
+
+    @classmethod
+    def env_name(cls, field: str) -> str:
+        """The variable that sets `field`; a KeyError for a field this class lacks."""
+        if field not in cls.model_fields:
+            raise KeyError(f"{cls.__name__} has no setting {field!r}")
+        return ENV_PREFIX + field.upper()
+
+    @classmethod
+    def env_names(cls) -> frozenset[str]:
+        return frozenset(cls.env_name(f) for f in cls.model_fields)
+
+    @classmethod
+    def layer_of(cls, field: str) -> str:
+        """The layer that declares `field`: the most basic class of the tree that has it."""
+        for klass in reversed(cls.__mro__):
+            layer = getattr(klass, "layer", "")
+            if layer and field in klass.model_fields:
+                return layer
+        raise KeyError(f"{cls.__name__} has no setting {field!r}")
+
+
+class EngineSettings(_KplaySettings):
+    """Read by the engine wherever it runs; none of these is a secret."""
+
+    layer: ClassVar[str] = "engine"
+
+    cache_dir: Path | None = Field(
+        default=None,
+        description="Calibrated ceilings and compile caches; unset: the platform's cache folder",
+        json_schema_extra=_shown("the platform's cache folder"),
+    )
+    force_no_gpu: bool = Field(
+        default=False,
+        description="Act as if there were no CUDA GPU (simulator, interpreter, compile-only CUDA)",
+    )
+    no_auto_calibrate: bool = Field(
+        default=False,
+        description="Never measure a device's ceilings on first need; datasheet figures are "
+        "used until `kplay calibrate` runs",
+    )
+    cuda_arch: str = Field(
+        default="sm_90",
+        description="Architecture of the compile-only CUDA report where no GPU runs the kernel "
+        "(e.g. sm_80, sm_90a)",
+    )
+    cuda_include: Path | None = Field(
+        default=None,
+        description="Include folder given to NVRTC (must hold mma.h) instead of the one found",
+        json_schema_extra=_shown("found beside NVRTC"),
+    )
+    extra_problems: str = Field(
+        default="",
+        description="More problem folders, separated by the path separator (':' on Linux)",
+    )
+    engine_memo_mb: float = Field(
+        default=1024.0,
+        ge=0,
+        description="Per evaluation child: MiB kept for the generated inputs and reference "
+        "outputs of recent cases (0: off)",
+    )
+
+    def cache_root(self) -> Path:
+        """`cache_dir`, or the platform's user cache folder when it is unset."""
+        return self.cache_dir or Path(user_cache_dir(APP_DIR_NAME))
+
+    @property
+    def extra_problem_dirs(self) -> list[Path]:
+        return [Path(p) for p in self.extra_problems.split(os.pathsep) if p]
+
+    @property
+    def memo_budget_bytes(self) -> int:
+        return int(self.engine_memo_mb * 1024 * 1024)
+
+
+class WorkerSettings(EngineSettings):
+    """Read by the pools of evaluation children and by both ends of the Celery queue."""
+
+    layer: ClassVar[str] = "worker"
+
+    broker_url: str | None = Field(
+        default=None,
+        description="Redis URL of the distributed mode (web app and every worker); unset: "
+        "embedded mode, runs go to the local pool",
+    )
+    key_prefix: str = Field(
+        default="kplay",
+        description="Every Redis key of the deployment starts with it (Celery's too), so "
+        "deployments can share a Redis",
+    )
+    user_run_cap: int = Field(
+        default=5, ge=0, description="Runs one user may have queued or running at once (0: no cap)"
+    )
+    pool_size: int = Field(
+        default=2, ge=1, description="Embedded mode: evaluation children running at the same time"
+    )
+    job_timeout_s: float = Field(
+        default=30.0, gt=0, description="Wall-clock limit of one run, compile to roofline"
+    )
+    child_start_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="How long a fresh evaluation child may take to import its libraries and "
+        "warm up",
+    )
+    jobs_per_child: int | None = Field(
+        default=500,
+        gt=0,
+        description="Jobs an evaluation child serves before a fresh one replaces it "
+        "(1: a fresh process per job)",
+    )
+    spare_children: int = Field(
+        default=1,
+        ge=0,
+        description="Celery workers: warm children kept idle, ready to take over at once from "
+        "one that retires",
+    )
+    heartbeat_interval_s: float = Field(
+        default=2.0, gt=0, description="How often each worker writes its fleet heartbeat"
+    )
+    heartbeat_ttl_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="How long a heartbeat lives: a worker silent this long drops off the fleet",
+    )
+    result_ttl_s: int = Field(
+        default=7 * 24 * 3600,
+        gt=0,
+        description="How long a verdict stays readable by run id in Redis",
+    )
+    ticket_ttl_s: int = Field(
+        default=24 * 3600,
+        gt=0,
+        description="How long a queued job's ticket (its user, queue and state) lives without news",
+    )
+    publish_retry_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="How long a worker keeps trying to post a verdict while Redis is away",
+    )
+    max_deliveries: int = Field(
+        default=2,
+        ge=1,
+        description="A job whose worker was lost this many times is ended, not run again",
+    )
+    eval_target: str = Field(
+        default="kplay.kernels.evaluate:evaluate",
+        description="Celery workers: the function (module:name) that evaluates one job in the "
+        "child",
+    )
+    worker_id: str | None = Field(
+        default=None,
+        description="Set by `kplay worker` for each worker process: its id in the fleet registry",
+    )
+    worker_info: str | None = Field(
+        default=None,
+        description="Set by `kplay worker` for each worker process: its device facts, as JSON",
+    )
+
+
+class WebSettings(WorkerSettings):
+    """Read by the web app (`kplay serve`)."""
+
+    layer: ClassVar[str] = "web"
+
+    host: str = Field(default="127.0.0.1", description="Address the web app listens on")
+    port: int = Field(default=8000, ge=0, le=65535, description="Port the web app listens on")
+    database_url: str = Field(
+        default_factory=default_database_url,
+        description="Any SQLAlchemy URL, e.g. postgresql+psycopg://user@host:5432/db",
+        json_schema_extra=_shown("SQLite, kplay.sqlite3 in the user data folder"),
+    )
+    book_dir: Path = Field(
+        default_factory=lambda: data_dir("book"),
+        description="Folder of the chapters to serve",
+        json_schema_extra=_shown("the installed book"),
+    )
+    results_dir: Path = Field(
+        default_factory=lambda: data_dir("results"),
+        description="Measured figures the chapters quote (JSON files written by the benchmarks)",
+        json_schema_extra=_shown("the installed bench results"),
+    )
+    max_source_bytes: int = Field(
+        default=65536,
+        gt=0,
+        description="Largest kernel source accepted (larger gets a 413 naming the limit)",
+    )
+    anonymous_user: str = Field(
+        default="anonymous", description="Owner of every run until accounts exist"
+    )
+    stale_after_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="A run the executor no longer knows, with no news for this long, is ended "
+        "as lost",
+    )
+    reconcile_interval_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Distributed mode: how often unfinished runs are checked against the queue",
+    )
+    reconcile_quiet_s: float = Field(
+        default=15.0,
+        ge=0,
+        description="Distributed mode: how long a run must have been quiet before it can be "
+        "judged lost",
+    )
+    history_limit: int = Field(default=20, ge=0, description="Attempts listed under a cell")
+    log_level: str = Field(default="info", description="Logging level of uvicorn and the app")
+
+
+# The name the web app has always used.
+Settings = WebSettings
+
+# Every layer, most basic first.
+LAYERS: tuple[type[_KplaySettings], ...] = (EngineSettings, WorkerSettings, WebSettings)

@@ -51,7 +51,6 @@ from kplay.kernels.backends.nvtools import (
 from kplay.kernels.device import has_cuda_gpu
 from kplay.kernels.models import CompileStage, Diagnostic, Resources
 
-DEFAULT_ARCH = "sm_90"
 NVCC_TIMEOUT_S = 60.0
 _CACHE_FORMAT = "1"
 _NVRTC_OPTIONS = ("-std=c++17", "--generate-line-info")
@@ -183,8 +182,10 @@ class CudaBackend(Backend):
         cache_dir: Path | None = None,
         nvcc_timeout_s: float = NVCC_TIMEOUT_S,
     ) -> None:
+        from kplay.config import EngineSettings
+
         # The arch applies without a GPU; on a GPU the report is built for the device.
-        self.arch = normalise_arch(arch or os.environ.get("KPLAY_CUDA_ARCH") or DEFAULT_ARCH)
+        self.arch = normalise_arch(arch or EngineSettings().cuda_arch)
         self.cache_dir = cache_dir or _default_cache_dir()
         self.nvcc_timeout_s = nvcc_timeout_s
 
@@ -337,14 +338,9 @@ class CudaBackend(Backend):
 
 
 def _default_cache_dir() -> Path:
-    if os.environ.get("KPLAY_CACHE_DIR"):
-        return Path(os.environ["KPLAY_CACHE_DIR"]) / "cuda"
-    try:
-        from platformdirs import user_cache_dir
+    from kplay.config import EngineSettings
 
-        return Path(user_cache_dir("kernel-playground")) / "cuda"
-    except ImportError:
-        return Path.home() / ".cache" / "kernel-playground" / "cuda"
+    return EngineSettings().cache_root() / "cuda"
 
 
 def _cuda_version(value: int) -> str:

@@ -129,8 +129,11 @@ def find_cuda_include(
     NVRTC carries cuda_fp16.h and friends built in, but not mma.h; headers from another
     CUDA release can clash with the built-in ones, hence the preference.
     """
-    if os.environ.get("KPLAY_CUDA_INCLUDE"):
-        return Path(os.environ["KPLAY_CUDA_INCLUDE"])
+    from kplay.config import EngineSettings
+
+    include = EngineSettings().cuda_include
+    if include is not None:
+        return include
     places = [r / "include" for r in pip_cuda_roots()]
     places += [d / "include" for d in _toolkit_dirs()]
     if nvcc is not None:
