@@ -24,6 +24,6 @@ def make_executor(settings: Settings) -> Executor:
     from kplay.workers.limits import Limits
     from kplay.workers.local import LocalExecutor
 
-    limits = Limits(wall_timeout_s=settings.job_timeout_s)
+    limits = Limits.from_settings(settings)
     # Positional: the pool size is the first parameter whatever its name.
     return LocalExecutor(settings.pool_size, limits)

@@ -11,58 +11,21 @@ exchange: routing needs no binding table, which a Redis restart would wipe.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from celery import Celery
 from kombu import Exchange, Queue
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from kplay.config import WorkerSettings
 
 TASK_NAME = "kplay.evaluate"
 DEFAULT_QUEUES = ("gpu.any", "cpu")
 
 
-class WorkerConfig(BaseSettings):
-    """What both ends of the queue read from the environment (KPLAY_<NAME>).
+class WorkerConfig(WorkerSettings):
+    """The worker settings (kplay.config) with the Celery limits derived from them.
 
-    The fields shared with the web app's Settings keep the same names there, so one
-    environment configures a whole deployment.
+    It declares no setting of its own: every KPLAY_ variable is defined in kplay.config, and
+    the fields shared with the web app's settings are the same fields there.
     """
-
-    model_config = SettingsConfigDict(env_prefix="KPLAY_", extra="ignore")
-
-    broker_url: str | None = None
-    # Every key of a deployment starts with this; tests use a fresh one per run.
-    key_prefix: str = "kplay"
-    # The evaluation child's wall-clock limit for one job (the pool kills it after this).
-    job_timeout_s: float = 30.0
-    # Runs one user may have queued or running at once; 0 switches the cap off.
-    user_run_cap: int = 5
-    # How long a fresh evaluation child may take to import its libraries and warm up.
-    child_start_timeout_s: float = 60.0
-    heartbeat_interval_s: float = 2.0
-    heartbeat_ttl_s: float = 10.0
-    # How long a finished job's result stays readable by id, for a consumer that was away.
-    result_ttl_s: int = 7 * 24 * 3600
-    # How long a queued job's ticket (its user, queue and state) lives without news.
-    ticket_ttl_s: int = 24 * 3600
-    # How long a worker keeps trying to hand back a verdict while Redis is away.
-    publish_retry_s: float = 120.0
-    # A job whose worker process vanished this many times is ended, not redelivered again.
-    max_deliveries: int = 2
-    # The function that evaluates one job inside the isolated child.
-    eval_target: str = "kplay.kernels.evaluate:evaluate"
-    # Jobs per evaluation child before it is replaced (None: never). A replacement takes
-    # seconds to warm up (imports, CUDA context), so this bounds a worker's sustained rate
-    # of short jobs to about jobs_per_child / warm-up time; the spare hides one warm-up.
-    jobs_per_child: int | None = 500
-    # Warm evaluation children kept idle beside the busy one, ready when it retires.
-    spare_children: int = Field(default=1, ge=0)
-    # Shared compile caches and calibrated ceilings; None: the platform's cache folder.
-    cache_dir: Path | None = None
-    # Set by `kplay worker` for each process it starts: the registry id and device facts.
-    worker_id: str | None = None
-    worker_info: str | None = None
 
     @property
     def soft_time_limit_s(self) -> float:

@@ -113,18 +113,21 @@ def base_env() -> dict[str, str]:
 
 def calibrate_missing(specs: list[WorkerSpec], env: dict[str, str]) -> None:
     """Measure each distinct device once, in a child, unless its ceilings are cached."""
+    from kplay.config import EngineSettings
     from kplay.kernels import roofline
 
-    if env.get("KPLAY_NO_AUTO_CALIBRATE") == "1":
+    if EngineSettings().no_auto_calibrate:
         return
-    os.environ["KPLAY_CACHE_DIR"] = env["KPLAY_CACHE_DIR"]
+    # The engine in this process looks where the workers will.
+    cache = EngineSettings.env_name("cache_dir")
+    os.environ[cache] = env[cache]
     seen: set[str] = set()
     for spec in specs:
         device = str(spec.info.get("device", ""))
         if not device or device in seen or roofline.load_calibrated(device) is not None:
             continue
         seen.add(device)
-        log.info("calibrating %s (once; cached in %s)", device, env["KPLAY_CACHE_DIR"])
+        log.info("calibrating %s (once; cached in %s)", device, env[cache])
         proc = subprocess.run(
             [sys.executable, "-m", "kplay.workers.devices", "calibrate", spec.kind],
             env={**env, **spec.env},

@@ -17,9 +17,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kplay.config import EngineSettings, WorkerSettings
 from kplay.kernels.models import RunState
 
 MIB = 1024 * 1024
+# The defaults a pool shares with the settings that configure it (kplay.config).
+_DEFAULTS = WorkerSettings.model_fields
 
 # Variables copied from the parent when set. Nothing else crosses: a child never sees
 # database or broker URLs, tokens or keys the server holds.
@@ -39,15 +42,11 @@ PASSED_NAMES = frozenset(
         # Where the operator keeps extra packages; the child imports `kplay` itself from the
         # installed package, never from a path added here.
         "PYTHONPATH",
-        # The engine's own settings (kernels/): none of them is a secret.
-        "KPLAY_FORCE_NO_GPU",
-        "KPLAY_CACHE_DIR",
-        "KPLAY_NO_AUTO_CALIBRATE",
-        "KPLAY_CUDA_ARCH",
-        "KPLAY_CUDA_INCLUDE",
-        "KPLAY_EXTRA_PROBLEMS",
     }
+    # The engine's own settings (kplay.config.EngineSettings): none of them is a secret.
+    | EngineSettings.env_names()
 )
+# KPLAY_ENGINE_ also carries engine variables the settings do not declare (a test's knobs).
 PASSED_PREFIXES = ("NUMBA_", "TRITON_", "KPLAY_ENGINE_")
 
 # Where each library keeps compiled artefacts; all of them are pointed into the cache dir
@@ -69,7 +68,7 @@ class Limits(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # The whole job, compile to roofline; the child's process group is killed at the deadline.
-    wall_timeout_s: float = Field(default=30.0, gt=0)
+    wall_timeout_s: float = Field(default=_DEFAULTS["job_timeout_s"].default, gt=0)
     # CPU seconds per job (RLIMIT_CPU, moved forward before each job in a warm child).
     cpu_seconds: int | None = Field(default=60, gt=0)
     # Host memory a job may add to its warm child (resident set growth, watched from the
@@ -90,14 +89,24 @@ class Limits(BaseModel):
     max_processes: int | None = Field(default=None, gt=0)
     # A warm child is replaced after this many jobs, so state one job left behind
     # cannot linger for long. 1 gives every job a fresh process.
-    jobs_per_child: int | None = Field(default=50, gt=0)
+    jobs_per_child: int | None = Field(default=_DEFAULTS["jobs_per_child"].default, gt=0)
     # How long a new child may take to import its libraries and warm up.
-    start_timeout_s: float = Field(default=120.0, gt=0)
+    start_timeout_s: float = Field(default=_DEFAULTS["child_start_timeout_s"].default, gt=0)
     # Shared compile caches; None gives each pool a private directory removed at close.
     cache_dir: Path | None = None
     # Extra variable names to copy from the parent, and fixed values to set.
     pass_env: list[str] = Field(default_factory=list)
     set_env: dict[str, str] = Field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, settings: WorkerSettings, **overrides: object) -> Limits:
+        """The limits `settings` configure (KPLAY_JOB_TIMEOUT_S and friends), then `overrides`."""
+        values: dict[str, object] = {
+            "wall_timeout_s": settings.job_timeout_s,
+            "start_timeout_s": settings.child_start_timeout_s,
+            "jobs_per_child": settings.jobs_per_child,
+        }
+        return cls.model_validate({**values, **overrides})
 
 
 def child_env(
@@ -123,10 +132,9 @@ def child_env(
         env[name] = str(cache_dir / sub)
     # Calibrated ceilings and compiled-kernel caches live in the user's cache folder,
     # which the child's private HOME would otherwise hide.
-    if "KPLAY_CACHE_DIR" not in env:
-        from kplay.kernels.roofline import cache_dir as engine_cache_dir
-
-        env["KPLAY_CACHE_DIR"] = str(engine_cache_dir())
+    cache_name = EngineSettings.env_name("cache_dir")
+    if cache_name not in env:
+        env[cache_name] = str(EngineSettings().cache_root())
     env.update(limits.set_env)
     return env
 
