@@ -12,7 +12,11 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from cachetools import LRUCache
 
 from kplay.kernels import launch as launch_mod
 from kplay.kernels.arrays import ArrayOps
@@ -29,6 +33,7 @@ from kplay.kernels.catalog import get_problem
 from kplay.kernels.check import InputError, run_case
 from kplay.kernels.device import prepare_cpu_fallbacks
 from kplay.kernels.models import (
+    CaseCheck,
     CheckStage,
     CompileStage,
     Diagnostic,
@@ -36,6 +41,7 @@ from kplay.kernels.models import (
     RunJob,
     RunResult,
     RunState,
+    SystemInfo,
     TimingStage,
 )
 from kplay.kernels.perf import measure
@@ -209,132 +215,147 @@ def _evaluate_in(
     if mismatch:
         stage.diagnostics.append(Diagnostic(message=mismatch))
         return run.result(RunState.compile_error, mismatch, compile=stage, system=system)
-    return _check_and_time(run, problem, backend, cap, plan, kernel, stage, system)
+    return _KernelRun(run, problem, backend, cap, plan, kernel, stage, system).check_and_time()
 
 
-_COMPILED: dict[tuple[str, str, str], tuple[CompileStage, CompiledKernel | None]] = {}
-_COMPILED_MAX = 32
+# Re-running the same source in a warm worker skips the compiler (and the JIT).
+_COMPILED: LRUCache[tuple[str, str, str], tuple[CompileStage, CompiledKernel | None]] = LRUCache(
+    maxsize=32
+)
 
 
 def _compile_cached(
     backend: Backend, source: str, kernel_name: str, workdir: Path
 ) -> tuple[CompileStage, CompiledKernel | None]:
-    """Re-running the same source in a warm worker skips the compiler (and the JIT)."""
     key = (backend.key, hashlib.sha256(source.encode()).hexdigest(), kernel_name)
     hit = _COMPILED.get(key)
     if hit is not None:
         return hit[0].model_copy(deep=True), hit[1]
     stage, kernel = backend.compile(source, kernel_name, workdir)
     if stage.ok:
-        if len(_COMPILED) >= _COMPILED_MAX:
-            _COMPILED.pop(next(iter(_COMPILED)))
         _COMPILED[key] = (stage.model_copy(deep=True), kernel)
     return stage, kernel
 
 
-def _launcher(kernel: CompiledKernel, plan: launch_mod.LaunchPlan):  # type: ignore[no-untyped-def]
-    def launch_for(params: dict) -> Callable[[list], None]:
-        spec = launch_mod.resolve(plan, params)
-        return lambda args: kernel.launch(args, spec)
+@dataclass(frozen=True)
+class _KernelRun:
+    """A kernel that compiled, with everything the run resolved for it: checks it, times it."""
 
-    return launch_for
+    run: _Run
+    problem: ProblemSpec
+    backend: Backend
+    cap: Capability
+    plan: launch_mod.LaunchPlan
+    kernel: CompiledKernel
+    stage: CompileStage
+    system: SystemInfo
 
+    def result(
+        self,
+        state: RunState,
+        message: str,
+        *,
+        compile: CompileStage | None = None,
+        **stages: object,
+    ) -> RunResult:
+        """The run's result with this kernel's compile stage and system attached."""
+        stage = self.stage if compile is None else compile
+        return self.run.result(state, message, compile=stage, system=self.system, **stages)
 
-def _check_and_time(run, problem, backend, cap, plan, kernel, stage, system) -> RunResult:  # type: ignore[no-untyped-def]
-    global _POISONED
-    job = run.job
-    ops = ArrayOps(backend.array_kind())
-    launch_for = _launcher(kernel, plan)
-    run.emit(RunState.checking)
-    cases, skipped = [], 0
-    try:
-        for i, case in enumerate(problem.tests):
-            if cap is Capability.simulate and not case.simulate:
-                skipped += 1
-                continue
-            run.emit(RunState.checking, f"case {case.name} ({i + 1}/{len(problem.tests)})")
-            check, _ = run_case(problem, case, ops, launch_for(case.params), job.seed + case.seed)
-            cases.append(check)
-            if not check.ok:
-                break
-        _merge_report(stage, kernel)
-    except DeferredCompileError as exc:
-        first = exc.stage.diagnostics[0].message if exc.stage.diagnostics else "compile failed"
-        return run.result(RunState.compile_error, first, compile=exc.stage, system=system)
-    except (KernelError, launch_mod.LaunchError) as exc:
-        return run.result(RunState.runtime_error, str(exc), compile=stage, system=system)
-    except InputError as exc:
-        return run.result(
-            RunState.runtime_error, f"problem error: {exc}", compile=stage, system=system
-        )
-    except Exception as exc:  # noqa: BLE001 - the learner's kernel may raise anything
-        if ops.on_gpu:
-            # Any failure on a GPU may leave a sticky error in the context: retire the child.
-            _POISONED = True
-        msg = _learner_trace(exc)
-        return run.result(
-            RunState.runtime_error,
-            msg.splitlines()[0],
-            compile=stage,
-            check=CheckStage(ok=False, cases=cases, message=msg),
-            system=system,
-        )
-    ok = all(c.ok for c in cases)
-    note = f"{skipped} large case(s) skipped in the simulator" if skipped else None
-    check_stage = CheckStage(ok=ok, cases=cases, message=note)
-    if not ok:
-        bad = next(c for c in cases if not c.ok)
-        return run.result(
-            RunState.wrong,
-            f"case {bad.name}: {bad.message}",
-            compile=stage,
-            check=check_stage,
-            system=system,
-        )
-    if job.mode == "check" or cap is not Capability.run:
-        reason = backend.untimed_reason() if cap is not Capability.run else "check-only run"
-        return run.result(
+    def launch_for(self, params: dict[str, int | float]) -> Callable[[list[Any]], None]:
+        """Launching the kernel with the grid and block the plan gives for `params`."""
+        spec = launch_mod.resolve(self.plan, params)
+        return lambda args: self.kernel.launch(args, spec)
+
+    def check_and_time(self) -> RunResult:
+        ops = ArrayOps(self.backend.array_kind())
+        checked = self._check(ops)
+        if isinstance(checked, RunResult):
+            return checked
+        if not checked.ok:
+            bad = next(c for c in checked.cases if not c.ok)
+            return self.result(RunState.wrong, f"case {bad.name}: {bad.message}", check=checked)
+        if self.cap is not Capability.run:
+            reason = self.backend.untimed_reason()
+        elif self.run.job.mode == "check":
+            reason = "check-only run"
+        else:
+            return self._time(ops, checked)
+        return self.result(
             RunState.done,
             "Correct." + (f" Untimed: {reason}." if reason else ""),
-            compile=stage,
-            check=check_stage,
-            system=system,
+            check=checked,
             timing=TimingStage(timed=False, untimed_reason=reason),
         )
-    run.emit(RunState.timing)
-    try:
-        timing, roofline, recheck = measure(problem, backend, kernel, plan, ops, job, launch_for)
-    except Exception as exc:  # noqa: BLE001
-        if ops.on_gpu:
-            _POISONED = True
-        return run.result(
-            RunState.runtime_error,
-            f"during timing: {_learner_trace(exc)}",
-            compile=stage,
-            check=check_stage,
-            system=system,
+
+    def _check(self, ops: ArrayOps) -> CheckStage | RunResult:
+        """Every test case in order, up to the first wrong one; a result if the run ends here."""
+        global _POISONED
+        job, problem = self.run.job, self.problem
+        self.run.emit(RunState.checking)
+        cases: list[CaseCheck] = []
+        skipped = 0
+        try:
+            for i, case in enumerate(problem.tests):
+                if self.cap is Capability.simulate and not case.simulate:
+                    skipped += 1
+                    continue
+                self.run.emit(RunState.checking, f"case {case.name} ({i + 1}/{len(problem.tests)})")
+                launch = self.launch_for(case.params)
+                check, _ = run_case(problem, case, ops, launch, job.seed + case.seed)
+                cases.append(check)
+                if not check.ok:
+                    break
+            _merge_report(self.stage, self.kernel)
+        except DeferredCompileError as exc:
+            diagnostics = exc.stage.diagnostics
+            first = diagnostics[0].message if diagnostics else "compile failed"
+            return self.result(RunState.compile_error, first, compile=exc.stage)
+        except (KernelError, launch_mod.LaunchError) as exc:
+            return self.result(RunState.runtime_error, str(exc))
+        except InputError as exc:
+            return self.result(RunState.runtime_error, f"problem error: {exc}")
+        except Exception as exc:  # noqa: BLE001 - the learner's kernel may raise anything
+            if ops.on_gpu:
+                # Any failure on a GPU may leave a sticky error in the context: retire the child.
+                _POISONED = True
+            msg = _learner_trace(exc)
+            return self.result(
+                RunState.runtime_error,
+                msg.splitlines()[0],
+                check=CheckStage(ok=False, cases=cases, message=msg),
+            )
+        note = f"{skipped} large case(s) skipped in the simulator" if skipped else None
+        return CheckStage(ok=all(c.ok for c in cases), cases=cases, message=note)
+
+    def _time(self, ops: ArrayOps, check_stage: CheckStage) -> RunResult:
+        """Time the benchmark case, re-check its output, and place it on the roofline."""
+        global _POISONED
+        self.run.emit(RunState.timing)
+        try:
+            timing, roofline, recheck = measure(
+                self.problem, self.backend, self.kernel, self.plan, ops, self.run.job,
+                self.launch_for,
+            )  # fmt: skip
+        except Exception as exc:  # noqa: BLE001
+            if ops.on_gpu:
+                _POISONED = True
+            return self.result(
+                RunState.runtime_error, f"during timing: {_learner_trace(exc)}", check=check_stage
+            )
+        check_stage.recheck_ok = recheck.ok
+        if not recheck.ok:
+            check_stage.ok = False
+            check_stage.cases.append(recheck)
+            return self.result(
+                RunState.wrong,
+                f"re-check after timing failed: {recheck.message}",
+                check=check_stage,
+                timing=timing,
+            )
+        return self.result(
+            RunState.done, "Correct.", check=check_stage, timing=timing, roofline=roofline
         )
-    check_stage.recheck_ok = recheck.ok
-    if not recheck.ok:
-        check_stage.ok = False
-        check_stage.cases.append(recheck)
-        return run.result(
-            RunState.wrong,
-            f"re-check after timing failed: {recheck.message}",
-            compile=stage,
-            check=check_stage,
-            timing=timing,
-            system=system,
-        )
-    return run.result(
-        RunState.done,
-        "Correct.",
-        compile=stage,
-        check=check_stage,
-        timing=timing,
-        roofline=roofline,
-        system=system,
-    )
 
 
 def _merge_report(stage: CompileStage, kernel: CompiledKernel) -> None:
