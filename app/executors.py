@@ -1,9 +1,41 @@
-"""The one place that decides which executor runs jobs."""
+"""The one place that decides which executor runs jobs, and what the app may ask of it.
+
+Every executor implements `kplay.workers.executor.Executor` (submit, queue positions,
+devices, start, stop). An executor whose jobs run elsewhere has more to offer, and says so
+by implementing one of the protocols below; the app checks with isinstance, never by
+probing for attribute names.
+"""
 
 from __future__ import annotations
 
+from typing import Protocol, runtime_checkable
+
 from kplay.config import Settings
+from kplay.kernels.models import RunJob
 from kplay.workers.executor import Executor
+from kplay.workers.fleet_models import FleetSnapshot
+
+
+@runtime_checkable
+class FleetAware(Protocol):
+    """An executor that reads a fleet registry: workers, queues and waits."""
+
+    def fleet_snapshot(self) -> FleetSnapshot:
+        """The whole fleet now; raises when the registry cannot be reached."""
+        ...
+
+
+@runtime_checkable
+class Reconciling(Protocol):
+    """An executor whose jobs outlive the web process, and that can say which vanished."""
+
+    def submit(self, job: RunJob) -> None:
+        """Hand a job (again) to the queue; raises SubmitRefused."""
+        ...
+
+    def reconcile(self, known_unfinished_job_ids: list[str]) -> list[str]:
+        """The ids, among those given, of jobs that exist nowhere any more."""
+        ...
 
 
 def make_executor(settings: Settings) -> Executor:

@@ -17,11 +17,11 @@ from kplay.app.book import Book, BookError
 from kplay.app.db.migrate import upgrade
 from kplay.app.db.session import Database
 from kplay.app.deps import Services
-from kplay.app.executors import make_executor
+from kplay.app.executors import Reconciling, make_executor
 from kplay.app.readers import ensure_reader, remember_reader
 from kplay.app.render import STATIC_DIR, error_page, make_templates
 from kplay.app.routers import api, fleet, pages, runs_html
-from kplay.app.services.reconcile import Reconciler, Reconciling
+from kplay.app.services.reconcile import Reconciler
 from kplay.app.services.records import DatabaseSink, reconcile_interrupted
 from kplay.app.services.runs import RunService
 from kplay.config import Settings

@@ -26,6 +26,7 @@ from kplay.workers.celery_app import DEFAULT_QUEUES, TASK_NAME, WorkerConfig, ma
 from kplay.workers.devices import device_kind
 from kplay.workers.executor import Executor, ResultSink, SubmitRefused
 from kplay.workers.fleet import live_workers, mean_job_s, snapshot, wait_estimate_s, workers_for
+from kplay.workers.fleet_models import FleetSnapshot
 from kplay.workers.jobstore import Finished, JobStore, connect, decode_entry
 from kplay.workers.recovery import Janitor
 
@@ -135,7 +136,7 @@ class CeleryExecutor(Executor):
         workers = live_workers(self.store)
         if workers_for(queue, workers):
             return
-        offered = sorted({q for w in workers for q in w.get("queues", ())})
+        offered = sorted({q for w in workers for q in w.queues})
         why = (
             f"no live worker takes jobs from queue {queue!r}; queues served now: "
             f"{', '.join(offered)}"
@@ -167,11 +168,11 @@ class CeleryExecutor(Executor):
 
     def devices(self) -> list[dict[str, Any]]:
         try:
-            return live_workers(self.store)
+            return [w.model_dump(mode="json") for w in live_workers(self.store)]
         except redis.RedisError:
             return []
 
-    def fleet_snapshot(self) -> dict[str, Any]:
+    def fleet_snapshot(self) -> FleetSnapshot:
         """Workers and every queue's depth and wait estimate, for the fleet page."""
         return snapshot(self.store, self.config.celery_key_prefix, DEFAULT_QUEUES)
 
@@ -190,7 +191,7 @@ class CeleryExecutor(Executor):
         uptime = int(self.store.r.info("server").get("uptime_in_seconds", 0))
         if uptime < self.config.heartbeat_ttl_s:
             return []
-        running = {w.get("current_job") for w in live_workers(self.store)}
+        running = {w.current_job for w in live_workers(self.store)}
         vanished = []
         for job_id in ids:
             done = self.store.finished(job_id)

@@ -7,23 +7,30 @@ drops out by itself when its key expires; readers prune the index as they go.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
+import pydantic
 import redis
 
 from kplay.kernels.models import RunJob
+from kplay.workers.fleet_models import (
+    FleetSnapshot,
+    LiveFacts,
+    LiveWorker,
+    QueueState,
+    WorkerBeat,
+    WorkerInfo,
+)
 from kplay.workers.jobstore import JobStore
 
 log = logging.getLogger(__name__)
 
-Extra = Callable[[], dict[str, Any]]
+Extra = Callable[[], LiveFacts]
 
 
 class Heartbeat:
@@ -37,14 +44,14 @@ class Heartbeat:
     def __init__(
         self,
         store: JobStore,
-        info: dict[str, Any],
+        info: WorkerInfo,
         interval_s: float = 2.0,
         ttl_s: float = 10.0,
         extra: Extra | None = None,
     ) -> None:
         self.store = store
-        self.info = dict(info)
-        self.worker_id: str = self.info["id"]
+        self.info = info
+        self.worker_id = info.id
         self.interval_s = interval_s
         self.ttl_s = ttl_s
         self.extra = extra
@@ -84,32 +91,35 @@ class Heartbeat:
         except redis.RedisError:
             pass
 
-    def payload(self) -> dict[str, Any]:
-        now = time.time()
+    def payload(self) -> WorkerBeat:
         job = self._job
-        out = {
-            **self.info,
-            "busy": job is not None,
-            "current_job": job[0].job_id if job else None,
-            "job_started_at": self._job_since,
-            "jobs_done": self.jobs_done,
-            "started_at": self.started_at,
-            "last_seen": now,
-            "pid": os.getpid(),
-        }
+        facts = LiveFacts()
         if self.extra is not None:
             try:
-                out.update(self.extra())
+                facts = self.extra()
             except Exception:  # noqa: BLE001 - optional facts must not stop the heartbeat
                 log.debug("heartbeat extra failed", exc_info=True)
-        return out
+        return WorkerBeat(
+            **self.info.model_dump(),
+            ceilings=facts.ceilings,
+            clocks=facts.clocks,
+            busy=job is not None,
+            current_job=job[0].job_id if job else None,
+            job_started_at=self._job_since,
+            jobs_done=self.jobs_done,
+            started_at=self.started_at,
+            last_seen=time.time(),
+            pid=os.getpid(),
+        )
 
     def beat(self) -> None:
         with self._lock:
             keys = self.store.keys
             pipe = self.store.r.pipeline()
             pipe.set(
-                keys.worker(self.worker_id), json.dumps(self.payload()), px=int(self.ttl_s * 1000)
+                keys.worker(self.worker_id),
+                self.payload().model_dump_json(),
+                px=int(self.ttl_s * 1000),
             )
             pipe.sadd(keys.workers, self.worker_id)
             pipe.execute()
@@ -134,29 +144,39 @@ class Heartbeat:
 # ---------------------------------------------------------------- reading the roll
 
 
-def live_workers(store: JobStore) -> list[dict[str, Any]]:
-    """Every worker whose heartbeat has not expired, oldest first, with `age_s`."""
+def live_workers(store: JobStore) -> list[LiveWorker]:
+    """Every worker whose heartbeat has not expired, oldest first, with `age_s`.
+
+    An entry that does not read as a heartbeat is left out (and logged), not fatal to
+    the roll: it expires by itself like any other.
+    """
     keys = store.keys
     ids = sorted(store.r.smembers(keys.workers))
     if not ids:
         return []
     raws = store.r.mget([keys.worker(i) for i in ids])
     now = time.time()
-    workers, gone = [], []
+    workers: list[LiveWorker] = []
+    gone = []
     for worker_id, raw in zip(ids, raws, strict=True):
         if raw is None:
             gone.append(worker_id)
             continue
-        info = json.loads(raw)
-        info["age_s"] = round(max(0.0, now - float(info.get("last_seen", now))), 1)
-        workers.append(info)
+        try:
+            worker = LiveWorker.model_validate_json(raw)
+        except pydantic.ValidationError as exc:
+            log.warning("unreadable registry entry of worker %s: %s", worker_id, exc)
+            continue
+        seen = worker.last_seen if worker.last_seen is not None else now
+        worker.age_s = round(max(0.0, now - seen), 1)
+        workers.append(worker)
     if gone:
         store.r.srem(keys.workers, *gone)
-    return sorted(workers, key=lambda w: (w.get("started_at", 0), w.get("id", "")))
+    return sorted(workers, key=lambda w: (w.started_at or 0.0, w.id))
 
 
-def workers_for(queue: str, workers: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [w for w in workers if queue in w.get("queues", ())]
+def workers_for(queue: str, workers: Iterable[LiveWorker]) -> list[LiveWorker]:
+    return [w for w in workers if queue in w.queues]
 
 
 def queue_depth(store: JobStore, celery_prefix: str, queue: str) -> int:
@@ -176,25 +196,31 @@ def wait_estimate_s(ahead: int, mean_s: float | None, n_workers: int) -> float |
     return round(ahead * mean_s / n_workers, 1)
 
 
-def snapshot(store: JobStore, celery_prefix: str, queues: Iterable[str] = ()) -> dict[str, Any]:
+def queue_state(
+    store: JobStore, celery_prefix: str, name: str, workers: list[LiveWorker]
+) -> QueueState:
+    serving = workers_for(name, workers)
+    depth = queue_depth(store, celery_prefix, name)
+    mean_s = mean_job_s(store, name)
+    return QueueState(
+        name=name,
+        depth=depth,
+        workers=len(serving),
+        busy=sum(1 for w in serving if w.busy),
+        mean_job_s=None if mean_s is None else round(mean_s, 2),
+        wait_estimate_s=wait_estimate_s(depth, mean_s, len(serving)),
+    )
+
+
+def snapshot(store: JobStore, celery_prefix: str, queues: Iterable[str] = ()) -> FleetSnapshot:
     """The whole fleet for the page and the API: workers and each queue's state."""
     workers = live_workers(store)
     names = set(queues)
     for w in workers:
-        names.update(w.get("queues", ()))
-    rows = []
-    for name in sorted(names):
-        serving = workers_for(name, workers)
-        depth = queue_depth(store, celery_prefix, name)
-        mean_s = mean_job_s(store, name)
-        rows.append(
-            {
-                "name": name,
-                "depth": depth,
-                "workers": len(serving),
-                "busy": sum(1 for w in serving if w.get("busy")),
-                "mean_job_s": None if mean_s is None else round(mean_s, 2),
-                "wait_estimate_s": wait_estimate_s(depth, mean_s, len(serving)),
-            }
-        )
-    return {"mode": "distributed", "workers": workers, "queues": rows, "generated_at": time.time()}
+        names.update(w.queues)
+    return FleetSnapshot(
+        mode="distributed",
+        workers=workers,
+        queues=[queue_state(store, celery_prefix, name, workers) for name in sorted(names)],
+        generated_at=time.time(),
+    )

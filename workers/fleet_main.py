@@ -13,7 +13,6 @@ ever made here), starts the workers and restarts any that die, with backoff.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import signal
@@ -33,6 +32,7 @@ from kplay.workers.devices import (
     plan_workers,
     select_gpus,
 )
+from kplay.workers.fleet_models import WorkerInfo
 
 log = logging.getLogger("kplay.worker")
 
@@ -94,7 +94,8 @@ def build_command(spec: WorkerSpec, loglevel: str = "INFO") -> list[str]:
 def build_env(spec: WorkerSpec, base: dict[str, str]) -> dict[str, str]:
     env = {**base, **spec.env}
     env["KPLAY_WORKER_ID"] = spec.name
-    env["KPLAY_WORKER_INFO"] = json.dumps(spec.info)
+    # Checked here, so that a plan the registry cannot read fails before any worker starts.
+    env["KPLAY_WORKER_INFO"] = WorkerInfo.model_validate(spec.info).model_dump_json()
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 

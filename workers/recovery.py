@@ -65,7 +65,7 @@ class Janitor:
         belongs to a worker that is gone (or whose pool child died: its verdict comes
         from Celery's main process, usually long before this).
         """
-        announced = {w.get("current_job") for w in live_workers(self.store)}
+        announced = {w.current_job for w in live_workers(self.store)}
         grace_s = self.config.heartbeat_ttl_s
         handled = []
         for job_id, ticket in self.store.running_jobs().items():
@@ -99,7 +99,7 @@ class Janitor:
 
     def prune(self) -> None:
         """Forget queue-order entries of jobs that no longer exist."""
-        for queue in {w_q for w in live_workers(self.store) for w_q in w.get("queues", ())}:
+        for queue in {q for w in live_workers(self.store) for q in w.queues}:
             self.store.prune_queued(queue)
 
     # ------------------------------------------------------------ Celery's unacked hash

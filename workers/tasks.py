@@ -27,10 +27,19 @@ from typing import Any
 import redis
 from celery import signals
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded, WorkerLostError
+from tenacity import (
+    RetryError,
+    Retrying,
+    before_sleep_log,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_exponential,
+)
 
-from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
+from kplay.kernels.models import Ceilings, ProgressEvent, RunJob, RunResult, RunState
 from kplay.workers.celery_app import TASK_NAME, WorkerConfig, app
 from kplay.workers.fleet import Heartbeat
+from kplay.workers.fleet_models import Clocks, LiveFacts, WorkerInfo
 from kplay.workers.jobstore import JobStore, connect, user_key
 from kplay.workers.limits import Limits
 from kplay.workers.recovery import LOST_TWICE
@@ -50,7 +59,7 @@ class Runtime:
             connect(config.broker_url), config.key_prefix, config.ticket_ttl_s, config.result_ttl_s
         )
         self.info = worker_info(config)
-        self.worker_id: str = self.info["id"]
+        self.worker_id = self.info.id
         self.pool: WorkerPool | None = None
         self.heartbeat: Heartbeat | None = None
         if with_pool:
@@ -125,37 +134,40 @@ class Runtime:
     def publish(
         self, result: RunResult, job: RunJob, queue: str, duration_s: float | None = None
     ) -> bool:
-        """Hand the verdict back, retrying while Redis is away (it may be restarting)."""
-        deadline = time.monotonic() + self.config.publish_retry_s
-        delay = 0.2
-        while True:
-            try:
-                return self.store.finish(
-                    result,
-                    user=user_key(job),
-                    queue=queue,
-                    worker=self.worker_id,
-                    duration_s=duration_s,
-                )
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                if time.monotonic() >= deadline:
-                    log.error("could not publish the verdict of %s: %s", job.job_id, exc)
-                    return False
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        """Hand the verdict back, retrying while Redis is away (it may be restarting).
 
-    def _live_facts(self) -> dict[str, Any]:
-        facts: dict[str, Any] = {"ceilings": self._ceilings()}
-        if self.info.get("kind") == "gpu" and self.info.get("gpu_index") is not None:
-            from kplay.workers.devices import gpu_clocks
+        True when stored; False when the job already had a verdict, or when Redis stayed
+        away for `publish_retry_s`.
+        """
+        retrying = Retrying(
+            retry=retry_if_exception_type((redis.ConnectionError, redis.TimeoutError)),
+            wait=wait_exponential(multiplier=0.2, max=5.0),
+            stop=stop_after_delay(self.config.publish_retry_s),
+            before_sleep=before_sleep_log(log, logging.WARNING),
+        )
+        try:
+            return retrying(
+                self.store.finish,
+                result,
+                user=user_key(job),
+                queue=queue,
+                worker=self.worker_id,
+                duration_s=duration_s,
+            )
+        except RetryError as exc:
+            cause = exc.last_attempt.exception()
+            log.error("could not publish the verdict of %s: %s", job.job_id, cause)
+            return False
 
-            facts.update(gpu_clocks(int(self.info["gpu_index"])))
+    def _live_facts(self) -> LiveFacts:
+        from kplay.workers.devices import gpu_clocks, load_ceilings
+
+        found = load_ceilings(self.info.facts())
+        facts = LiveFacts(ceilings=None if found is None else Ceilings.model_validate(found))
+        if self.info.kind == "gpu" and self.info.gpu_index is not None:
+            clocks = gpu_clocks(self.info.gpu_index).get("clocks")
+            facts.clocks = None if clocks is None else Clocks.model_validate(clocks)
         return facts
-
-    def _ceilings(self) -> dict[str, Any] | None:
-        from kplay.workers.devices import load_ceilings
-
-        return load_ceilings(self.info)
 
     def close(self) -> None:
         if self.heartbeat is not None:
@@ -180,17 +192,17 @@ def job_limits(config: WorkerConfig) -> Limits:
     )
 
 
-def worker_info(config: WorkerConfig) -> dict[str, Any]:
+def worker_info(config: WorkerConfig) -> WorkerInfo:
     """This process's registry entry: set by `kplay worker`, or guessed for a bare worker."""
     import json
 
     if config.worker_info:
-        info = json.loads(config.worker_info)
+        info: dict[str, Any] = json.loads(config.worker_info)
     else:
         info = {"kind": "cpu", "device": socket.gethostname(), "queues": _argv_queues()}
     info.setdefault("host", socket.gethostname())
     info["id"] = config.worker_id or info.get("id") or f"{socket.gethostname()}-{os.getppid()}"
-    return info
+    return WorkerInfo.model_validate(info)
 
 
 def _argv_queues() -> list[str]:

@@ -2,8 +2,9 @@
 
 Embedded mode: the pool dies with the server, so every unfinished run is ended at start and at
 stop (records.reconcile_interrupted). Distributed mode: a run may still be on a worker while
-the web app restarts, so an executor that can tell (`reconcile(ids)`, the CeleryExecutor) is
-asked which unfinished runs vanished, at start and then periodically, and only those end.
+the web app restarts, so an executor that can tell (one that is `Reconciling`, the
+CeleryExecutor) is asked which unfinished runs vanished, at start and then periodically;
+those are queued again (twice at most) and then end.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import timedelta
-from typing import Protocol, runtime_checkable
 
 from sqlalchemy import select
 
 from kplay.app.db.models import Run, utcnow
 from kplay.app.db.session import Database
+from kplay.app.executors import Reconciling
 from kplay.app.services.records import NON_FINAL, finish_synthetic
 from kplay.kernels.models import LaunchOverride, RunJob, RunState
 from kplay.workers.executor import SubmitRefused
@@ -24,11 +25,6 @@ from kplay.workers.executor import SubmitRefused
 log = logging.getLogger(__name__)
 
 LOST = "lost: no worker has this run any more (the queue may have restarted); run it again"
-
-
-@runtime_checkable
-class Reconciling(Protocol):
-    def reconcile(self, known_unfinished_job_ids: list[str]) -> list[str]: ...
 
 
 def unfinished(db: Database, quiet_for_s: float) -> list[Run]:
@@ -59,11 +55,8 @@ def job_of(run: Run) -> RunJob:
 
 def requeue(db: Database, executor: Reconciling, run: Run, attempt: int) -> bool:
     """Hand a vanished run to the queue again; False when the queue refuses it."""
-    submit = getattr(executor, "submit", None)
-    if submit is None:
-        return False
     try:
-        submit(job_of(run))
+        executor.submit(job_of(run))
     except SubmitRefused:
         return False
     with db.session() as s:

@@ -7,8 +7,10 @@ from collections.abc import Callable, Iterator
 import pytest
 from fastapi.testclient import TestClient
 
+from kplay.app.executors import FleetAware, Reconciling
 from kplay.app.main import create_app
 from kplay.config import Settings
+from kplay.workers.fleet_models import WorkerInfo
 from tests.workers.celery_support import (  # noqa: F401 - fixtures
     Deployment,
     deployment_fixture,
@@ -18,8 +20,10 @@ from tests.workers.celery_support import (  # noqa: F401 - fixtures
 
 def test_the_embedded_fleet_is_the_local_executor(client: TestClient) -> None:
     body = client.get("/api/v1/fleet").json()
-    assert body["mode"] == "embedded" and body["queues"] == []
-    assert body["workers"][0]["name"] == "Fake Device 9000"
+    assert body["mode"] == "embedded" and body["queues"] == [] and body["error"] is None
+    [worker] = body["workers"]
+    assert (worker["id"], worker["device"], worker["kind"]) == ("local", "Fake Device 9000", "cpu")
+    assert worker["backends"] == {"numba-cpu": "run"}  # the executor's description, kept whole
     page = client.get("/fleet")
     assert page.status_code == 200
     assert "Fake Device 9000" in page.text and "embedded mode" in page.text
@@ -45,6 +49,7 @@ def distributed_client(
     from kplay.workers.celery_executor import CeleryExecutor
 
     executor = CeleryExecutor(deployment.url, config=deployment.config)  # the app starts it
+    assert isinstance(executor, FleetAware) and isinstance(executor, Reconciling)
     deployment.executors.append(executor)
     settings = make_settings(broker_url=deployment.url, key_prefix=deployment.prefix)
     with TestClient(create_app(settings, executor)) as c:
@@ -59,13 +64,13 @@ def test_the_distributed_fleet_shows_workers_queues_and_waits(
     from kplay.workers.jobstore import JobStore, connect
 
     store = JobStore(connect(deployment.url), deployment.prefix)
-    info = {
-        "id": "gpu0@rack1",
-        "kind": "gpu",
-        "device": "NVIDIA H200",
-        "compute_capability": "9.0",
-        "queues": ["gpu.any", "gpu.sm90"],
-    }
+    info = WorkerInfo(
+        id="gpu0@rack1",
+        kind="gpu",
+        device="NVIDIA H200",
+        compute_capability="9.0",
+        queues=["gpu.any", "gpu.sm90"],
+    )
     Heartbeat(store, info).beat()
     for _ in range(3):
         store.r.lpush(deployment.config.celery_key_prefix + "gpu.sm90", "{}")

@@ -11,8 +11,9 @@ from fastapi.testclient import TestClient
 from kplay.app.db.migrate import upgrade
 from kplay.app.db.models import Run
 from kplay.app.db.session import Database
+from kplay.app.executors import Reconciling
 from kplay.app.main import create_app
-from kplay.app.services.reconcile import LOST, Reconciling, end_vanished
+from kplay.app.services.reconcile import LOST, end_vanished
 from kplay.config import Settings
 from kplay.kernels.models import RunState
 from tests.app.fakes import FakeExecutor, correct_result

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
+from kplay.workers.fleet_models import LiveWorker
 from tests.conftest import skip_or_fail
 
 Emit = Callable[[ProgressEvent], None]
@@ -235,15 +236,15 @@ class Deployment:
             self.wait_worker(wait_for_id)
         return proc
 
-    def live(self) -> list[dict[str, Any]]:
+    def live(self) -> list[LiveWorker]:
         from kplay.workers.fleet import live_workers
         from kplay.workers.jobstore import JobStore, connect
 
         return live_workers(JobStore(connect(self.url), self.prefix))
 
-    def wait_worker(self, worker_id: str, timeout_s: float = 60.0) -> dict[str, Any]:
+    def wait_worker(self, worker_id: str, timeout_s: float = 60.0) -> LiveWorker:
         return wait_for(
-            lambda: next((w for w in self.live() if w["id"] == worker_id), None),
+            lambda: next((w for w in self.live() if w.id == worker_id), None),
             timeout_s,
             f"worker {worker_id} to announce itself",
         )

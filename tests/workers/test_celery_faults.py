@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kplay.kernels.models import RunState
+from kplay.workers.executor import SubmitRefused
 from tests.workers.celery_support import (  # noqa: F401 - fixtures
     Deployment,
     RecordingSink,
@@ -16,7 +17,6 @@ from tests.workers.celery_support import (  # noqa: F401 - fixtures
     redis_base_fixture,
     wait_for,
 )
-from kplay.workers.executor import SubmitRefused
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -56,7 +56,7 @@ def test_a_kernel_that_kills_its_worker_is_ended_after_one_retry(
     assert result.state is RunState.runtime_error
     assert result.message == "the worker was lost twice while running this job"
     # Two workers were lost, the third is untouched, and nothing is left to redeliver.
-    assert [w["id"] for w in deployment.live()] != []
+    assert [w.id for w in deployment.live()] != []
     assert len(deployment.live()) == 1
     assert ex.store.r.hlen(deployment.config.celery_key_prefix + "unacked") == 0
     assert ex.store.r.llen(deployment.config.celery_key_prefix + "cpu") == 0

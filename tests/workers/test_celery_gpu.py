@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from kplay.kernels.models import RunState
+from kplay.workers.devices import detect_gpus, plan_workers, sm_tag
 from tests.workers.celery_support import (  # noqa: F401 - fixtures
     ROOT,
     Deployment,
@@ -16,7 +17,6 @@ from tests.workers.celery_support import (  # noqa: F401 - fixtures
     redis_base_fixture,
     wait_for,
 )
-from kplay.workers.devices import detect_gpus, plan_workers, sm_tag
 
 pytestmark = pytest.mark.gpu
 
@@ -42,10 +42,10 @@ def test_a_gpu_worker_runs_a_cuda_kernel_on_its_own_device(deployment: Deploymen
         [sys.executable, "-m", "kplay.cli", "worker", "--gpus", "0"], env, "kplay-gpu-worker"
     )
     worker = wait_for(lambda: next(iter(deployment.live()), None), 120, "the GPU worker")
-    assert worker["id"].startswith("gpu0@") and worker["kind"] == "gpu"
-    assert worker["compute_capability"] and worker["ceilings"] is not None
-    requires = sm_tag(worker["compute_capability"])
-    assert f"gpu.{requires}" in worker["queues"]
+    assert worker.id.startswith("gpu0@") and worker.kind == "gpu"
+    assert worker.compute_capability and worker.ceilings is not None
+    requires = sm_tag(worker.compute_capability)
+    assert f"gpu.{requires}" in worker.queues
 
     sink = RecordingSink()
     ex = deployment.executor(sink)
@@ -56,4 +56,4 @@ def test_a_gpu_worker_runs_a_cuda_kernel_on_its_own_device(deployment: Deploymen
     assert result.state is RunState.done, result.message
     assert result.system is not None and result.system.kind == "gpu"
     assert result.timing is not None and result.timing.timed
-    assert ex.store.finished(run.job_id).worker == worker["id"]
+    assert ex.store.finished(run.job_id).worker == worker.id

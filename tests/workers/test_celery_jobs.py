@@ -10,6 +10,7 @@ import threading
 import pytest
 
 from kplay.kernels.models import RunState
+from kplay.workers.executor import SubmitRefused
 from tests.workers.celery_support import (  # noqa: F401 - fixtures
     ROOT,
     Deployment,
@@ -19,7 +20,6 @@ from tests.workers.celery_support import (  # noqa: F401 - fixtures
     redis_base_fixture,
     wait_for,
 )
-from kplay.workers.executor import SubmitRefused
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -50,7 +50,7 @@ def test_a_real_kernel_runs_through_kplay_worker(deployment: Deployment) -> None
         [sys.executable, "-m", "kplay.cli", "worker", "--cpu-only"], env, "kplay-worker"
     )
     worker = wait_for(lambda: next(iter(deployment.live()), None), 60, "kplay worker to start")
-    assert worker["queues"] == ["cpu"] and worker["kind"] == "cpu"
+    assert worker.queues == ["cpu"] and worker.kind == "cpu"
     sink = RecordingSink()
     ex = deployment.executor(sink)
     source = ROOT / "kernels/problems/vector_add/solutions/correct/vector_add.numba_cpu.py"
@@ -61,14 +61,15 @@ def test_a_real_kernel_runs_through_kplay_worker(deployment: Deployment) -> None
     assert result.check is not None and result.check.ok and result.check.cases
 
     # The supervisor brings back a Celery worker that died (its whole process group).
-    first_pid = worker["pid"]
+    first_pid = worker.pid
+    assert first_pid is not None
     os.killpg(os.getpgid(first_pid), signal.SIGKILL)
     again = wait_for(
-        lambda: next((w for w in deployment.live() if w["pid"] != first_pid), None),
+        lambda: next((w for w in deployment.live() if w.pid != first_pid), None),
         60,
         "a replacement worker process",
     )
-    assert again["id"] == worker["id"]
+    assert again.id == worker.id
     assert proc.poll() is None
 
 
@@ -105,7 +106,7 @@ def test_nothing_is_sent_when_no_worker_serves_the_queue(deployment: Deployment)
     with pytest.raises(SubmitRefused, match="no worker can run triton kernels right now"):
         ex.submit(refused)
     assert ex.store.ticket(refused.job_id) is None
-    assert ex.fleet_snapshot()["queues"][0]["depth"] == 0
+    assert ex.fleet_snapshot().queues[0].depth == 0
 
 
 def test_the_per_user_cap_holds_even_under_concurrent_submits(deployment: Deployment) -> None:

@@ -9,10 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from kplay.kernels.models import RunResult, RunState
-from tests.workers.celery_support import job, redis_base_fixture, wait_for  # noqa: F401
+from kplay.kernels.models import Ceilings, RunResult, RunState
 from kplay.workers.fleet import Heartbeat, live_workers, snapshot
+from kplay.workers.fleet_models import Clocks, LiveFacts, QueueState, WorkerInfo
 from kplay.workers.jobstore import JobStore, connect
+from tests.workers.celery_support import job, redis_base_fixture, wait_for  # noqa: F401
 
 pytestmark = pytest.mark.redis
 
@@ -28,7 +29,7 @@ def store(redis_base: str) -> Iterator[JobStore]:
 
 
 def _beat(store: JobStore, worker_id: str, **kw: float) -> Heartbeat:
-    info = {"id": worker_id, "kind": "gpu", "device": "NVIDIA H200", "queues": ["gpu.any"]}
+    info = WorkerInfo(id=worker_id, kind="gpu", device="NVIDIA H200", queues=["gpu.any"])
     return Heartbeat(store, info, interval_s=kw.get("interval_s", 0.2), ttl_s=kw.get("ttl_s", 1.0))
 
 
@@ -36,14 +37,14 @@ def test_a_heartbeat_announces_state_and_current_job(store: JobStore) -> None:
     hb = _beat(store, "gpu0@h")
     hb.start()
     [w] = wait_for(lambda: live_workers(store), 5, "the first beat")
-    assert (w["id"], w["busy"], w["current_job"]) == ("gpu0@h", False, None)
+    assert (w.id, w.busy, w.current_job) == ("gpu0@h", False, None)
     running = job("x", backend="triton")
     hb.begin(running, "gpu.any")
     [w] = live_workers(store)
-    assert w["busy"] and w["current_job"] == running.job_id
+    assert w.busy and w.current_job == running.job_id
     hb.end()
     [w] = live_workers(store)
-    assert not w["busy"] and w["jobs_done"] == 1 and w["age_s"] >= 0
+    assert not w.busy and w.jobs_done == 1 and w.age_s is not None and w.age_s >= 0
     hb.stop()
     assert live_workers(store) == []  # a clean exit leaves the roll at once
 
@@ -51,7 +52,7 @@ def test_a_heartbeat_announces_state_and_current_job(store: JobStore) -> None:
 def test_a_silent_worker_drops_out_of_the_roll(store: JobStore) -> None:
     hb = _beat(store, "gpu1@h", ttl_s=0.5)
     hb.beat()  # one beat, no thread: as if the process died right after
-    assert [w["id"] for w in live_workers(store)] == ["gpu1@h"]
+    assert [w.id for w in live_workers(store)] == ["gpu1@h"]
     wait_for(lambda: live_workers(store) == [], 5, "the entry to expire")
     assert store.r.scard(store.keys.workers) == 0
 
@@ -115,18 +116,52 @@ def test_the_snapshot_counts_waiting_messages_and_estimates_the_wait(store: JobS
     for seconds in (1.0, 3.0):
         store.r.lpush(store.keys.durations("gpu.any"), seconds)
     snap = snapshot(store, celery_prefix, ["cpu"])
-    queues = {q["name"]: q for q in snap["queues"]}
-    assert queues["gpu.any"] == {
-        "name": "gpu.any",
-        "depth": 4,
-        "workers": 2,
-        "busy": 0,
-        "mean_job_s": 2.0,
-        "wait_estimate_s": 4.0,
-    }
-    assert queues["cpu"]["workers"] == 0 and queues["cpu"]["wait_estimate_s"] is None
-    assert [w["id"] for w in snap["workers"]] == ["gpu0@h", "gpu1@h"]
-    assert snap["generated_at"] <= time.time()
+    queues = {q.name: q for q in snap.queues}
+    assert queues["gpu.any"] == QueueState(
+        name="gpu.any", depth=4, workers=2, busy=0, mean_job_s=2.0, wait_estimate_s=4.0
+    )
+    assert queues["cpu"].workers == 0 and queues["cpu"].wait_estimate_s is None
+    assert [w.id for w in snap.workers] == ["gpu0@h", "gpu1@h"]
+    assert snap.mode == "distributed" and snap.generated_at <= time.time()
+
+
+def test_a_beat_carries_the_device_facts_and_the_live_ones(store: JobStore) -> None:
+    info = WorkerInfo.model_validate(
+        {
+            "id": "gpu0@h",
+            "kind": "gpu",
+            "device": "NVIDIA H200",
+            "gpu_index": 0,
+            "compute_capability": "9.0",
+            "queues": ["gpu.any", "gpu.sm90"],
+            "numa_node": 1,  # a fact this side does not name is still shown
+        }
+    )
+    ceilings = Ceilings(device="NVIDIA H200", kind="gpu", source="datasheet", copy_bytes_per_s=4e12)
+    facts = LiveFacts(ceilings=ceilings, clocks=Clocks(sm_mhz=1980, power_w=120.5))
+    Heartbeat(store, info, extra=lambda: facts).beat()
+    [w] = live_workers(store)
+    assert (w.gpu_index, w.compute_capability, w.queues) == (0, "9.0", ["gpu.any", "gpu.sm90"])
+    assert w.ceilings == ceilings and w.clocks == Clocks(sm_mhz=1980, power_w=120.5)
+    assert w.model_dump()["numa_node"] == 1 and w.pid is not None and w.jobs_done == 0
+
+
+def test_facts_that_fail_leave_the_beat_without_them(store: JobStore) -> None:
+    def broken() -> LiveFacts:
+        raise RuntimeError("NVML went away")
+
+    info = WorkerInfo(id="gpu0@h", kind="gpu", device="NVIDIA H200", queues=["gpu.any"])
+    Heartbeat(store, info, extra=broken).beat()
+    [w] = live_workers(store)
+    assert w.id == "gpu0@h" and w.ceilings is None and w.clocks is None
+
+
+def test_an_unreadable_entry_is_left_out_of_the_roll(store: JobStore) -> None:
+    _beat(store, "gpu0@h").beat()
+    store.r.set(store.keys.worker("odd@h"), json.dumps({"id": "odd@h"}))  # no kind, no device
+    store.r.sadd(store.keys.workers, "odd@h")
+    assert [w.id for w in live_workers(store)] == ["gpu0@h"]
+    assert [w.id for w in snapshot(store, store.keys.prefix + ":celery:").workers] == ["gpu0@h"]
 
 
 def test_a_verdict_keeps_nan_through_redis(store: JobStore) -> None:
