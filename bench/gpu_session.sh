@@ -14,18 +14,18 @@ OUTDIR=${1:-/tmp/kplay-gpu}; shift || true
 STEPS=${*:-calibrate tests fidelity ladder}
 RAW="$OUTDIR/raw"
 mkdir -p "$RAW"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
-  if ! command -v redis-server >/dev/null && ls .whl/deb/*.deb >/dev/null 2>&1; then
-    mkdir -p /tmp/redis-deb
-    for f in .whl/deb/*.deb; do dpkg -x "$f" /tmp/redis-deb; done
-    export PATH=/tmp/redis-deb/usr/bin:$PATH
-    export LD_LIBRARY_PATH=/tmp/redis-deb/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+# A host without an index: install from the wheelhouse that `deploy/wheelhouse.py build .whl
+# --redis-deb` assembled (into a venv that sees the image's torch, triton and CuPy).
+# Elsewhere the checkout must already be installed (`pip install -e '.[gpu,distributed]'`).
+if [ -f .whl/requirements.txt ]; then
+  python3 deploy/wheelhouse.py install .whl --venv /tmp/kvenv --editable . || exit 1
+  . /tmp/kvenv/bin/activate
+  if [ -d .whl/redis-root/usr/bin ]; then
+    export PATH=$PWD/.whl/redis-root/usr/bin:$PATH
+    export LD_LIBRARY_PATH=$PWD/.whl/redis-root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
   fi
-else
-  export PYTHONPATH=$PWD
 fi
+python3 -c "import kplay" || { echo "kplay is not installed"; exit 1; }
 export PYTHONUNBUFFERED=1 KPLAY_CACHE_DIR=/tmp/kplay-cache NUMBA_CUDA_ARRAY_INTERFACE_SYNC=0
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 if ls .ceilings/*.json >/dev/null 2>&1; then

@@ -67,14 +67,38 @@ def test_correct_solution_passes(slug: str, backend: str, path: str) -> None:
         assert result.check and result.check.ok and result.check.cases
 
 
-@pytest.mark.parametrize("slug,backend,path", WRONG, ids=_ids(WRONG))
+def _runs_here(backend: str) -> bool:
+    return get_backend(backend).capability() is not Capability.compile_only
+
+
+# Where a backend can only compile (CUDA C++ without a GPU), a wrong solution cannot be told
+# from a right one: those cases of the wrongness check are GPU tests.
+WRONG_RUN = [
+    pytest.param(*w, id=i, marks=() if _runs_here(w[1]) else pytest.mark.gpu)
+    for w, i in zip(WRONG, _ids(WRONG), strict=True)
+]
+WRONG_COMPILE_ONLY = [w for w in WRONG if not _runs_here(w[1])]
+
+
+@pytest.mark.parametrize(
+    "slug,backend,path", WRONG_COMPILE_ONLY, ids=_ids(WRONG_COMPILE_ONLY) or None
+)
+def test_wrong_solution_without_a_gpu_is_only_compiled(
+    slug: str, backend: str, path: str
+) -> None:
+    """What is really checked on such a machine: it compiles, with a resource report, and is
+    plainly marked as not run (never as correct or timed)."""
+    result = evaluate(_job(slug, backend, path))
+    assert result.state is RunState.done, f"{result.state}: {result.message}"
+    assert result.compile and result.compile.ok and result.compile.resources
+    assert result.check is None or not result.check.cases
+    assert result.timing and not result.timing.timed
+
+
+@pytest.mark.parametrize("slug,backend,path", WRONG_RUN)
 def test_wrong_solution_fails(slug: str, backend: str, path: str) -> None:
     job = _job(slug, backend, path)
     cap = get_backend(backend).capability()
-    if cap is Capability.compile_only:
-        result = evaluate(job)
-        assert result.state is RunState.done and not result.timing.timed  # compiled, not run
-        return
     if GPU_ONLY_MARK in job.source:
         if cap is not Capability.run:
             pytest.skip("this wrong solution is a race that only real hardware exposes")
