@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.redraw:
         rows = json.loads(args.out.read_text()) if args.out.is_file() else {}
     else:
-        from kplay.kernels.device import has_cuda_gpu
+        from kplay.kernels.hardware import has_cuda_gpu
 
         if not has_cuda_gpu():
             print("gemm_ladder: no CUDA GPU here; nothing measured", file=sys.stderr)

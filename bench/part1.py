@@ -403,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     if args.gpu:
-        from kplay.kernels.device import has_cuda_gpu
+        from kplay.kernels.hardware import has_cuda_gpu
 
         if not has_cuda_gpu():
             log("part1: no CUDA GPU here; nothing measured")

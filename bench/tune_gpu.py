@@ -45,7 +45,7 @@ REDUCE = PROBLEMS / "sum" / "solutions" / "correct" / "reduce_sum_shuffle_float4
 
 def build(path_or_src: Path | str, name: str, defines: dict[str, Any]) -> Any:
     from kplay.kernels.backends.cuda import _NVRTC_OPTIONS
-    from kplay.kernels.backends.nvtools import find_cuda_include
+    from kplay.kernels.backends.toolkit_find import find_cuda_include
 
     src = path_or_src.read_text() if isinstance(path_or_src, Path) else path_or_src
     head = "".join(f"#define {k} {v}\n" for k, v in defines.items())

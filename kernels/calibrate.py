@@ -3,16 +3,21 @@
 GPU: DRAM copy and read bandwidth (CuPy kernels), FP32 FMA peak (a register-resident
 FMA kernel), matrix-unit peaks for fp16/bf16/tf32 (cuBLAS through torch, fp32 accumulate).
 CPU: a STREAM-style triad, a read-only sum and an FMA peak, all through Numba.
+
+`python -m kplay.kernels.calibrate gpu|cpu` measures the device this process sees (pinned
+by CUDA_VISIBLE_DEVICES), caches and prints the ceilings as JSON: `kplay worker` runs it
+in a child, so that no CUDA context is ever made in the supervising process.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from typing import Any
 
 import numpy as np
 
-from kplay.kernels import roofline, timing
+from kplay.kernels import hardware, roofline, timing
 from kplay.kernels.models import Ceilings
 
 _READ_SRC = r"""
@@ -54,10 +59,8 @@ def _now() -> str:
 def calibrate_gpu(size_bytes: int = 2 * 2**30, cap_s: float = 3.0) -> Ceilings:
     import cupy
 
-    from kplay.kernels.sysinfo import gpu_facts
-
-    facts = gpu_facts()
-    sms = int(facts["sm_count"])
+    gpu = hardware.current_gpu()
+    sms = gpu.sm_count
     n = size_bytes // 4
     src = cupy.random.random(n, dtype=cupy.float32)
     dst = cupy.empty_like(src)
@@ -85,7 +88,7 @@ def calibrate_gpu(size_bytes: int = 2 * 2**30, cap_s: float = 3.0) -> Ceilings:
     fma_flops = 2.0 * 8 * 16 * iters * threads * blocks
     tc = _matrix_peaks(cap_s)
     return Ceilings(
-        device=facts["device"],
+        device=gpu.name,
         kind="gpu",
         source="calibrated",
         copy_bytes_per_s=2 * size_bytes / _seconds(copy.median_us),
@@ -195,8 +198,6 @@ def _fma_peak(threads: int, cap_s: float) -> tuple[float, int]:
 def calibrate_cpu(n: int = 1 << 25, cap_s: float = 1.5) -> Ceilings:
     import numba
 
-    from kplay.kernels.sysinfo import cpu_name
-
     triad, read, _ = _cpu_kernels()
     threads = numba.get_num_threads()
     rng = np.random.default_rng(0)
@@ -207,7 +208,7 @@ def calibrate_cpu(n: int = 1 << 25, cap_s: float = 1.5) -> Ceilings:
     t_read = timing.time_cpu(lambda: read(b), cap_s=cap_s)
     fma_rate, width = _fma_peak(threads, cap_s)
     return Ceilings(
-        device=cpu_name(),
+        device=hardware.cpu().model,
         kind="cpu",
         source="calibrated",
         # The best rep, not the median: on a shared machine the median measures the
@@ -224,9 +225,7 @@ def calibrate_cpu(n: int = 1 << 25, cap_s: float = 1.5) -> Ceilings:
 
 def cpu_ceilings() -> Ceilings | None:
     """Cached CPU ceilings, measured once on first need (a few seconds)."""
-    from kplay.kernels.sysinfo import cpu_name
-
-    cached = roofline.load_calibrated(cpu_name())
+    cached = roofline.load_calibrated(hardware.cpu().model)
     if cached is not None:
         return cached
     from kplay.config import EngineSettings
@@ -239,10 +238,8 @@ def cpu_ceilings() -> Ceilings | None:
 
 
 def calibrate(kind: str = "auto") -> list[Ceilings]:
-    from kplay.kernels.device import has_cuda_gpu
-
     results = []
-    if kind in ("auto", "gpu") and has_cuda_gpu():
+    if kind in ("auto", "gpu") and hardware.has_cuda_gpu():
         gpu = calibrate_gpu()
         roofline.save_ceilings(gpu)
         results.append(gpu)
@@ -251,3 +248,18 @@ def calibrate(kind: str = "auto") -> list[Ceilings]:
         roofline.save_ceilings(cpu)
         results.append(cpu)
     return results
+
+
+def main(argv: list[str]) -> int:
+    """`python -m kplay.kernels.calibrate gpu|cpu`: measure, cache, print the JSON."""
+    if len(argv) != 1 or argv[0] not in ("gpu", "cpu"):
+        print("usage: python -m kplay.kernels.calibrate gpu|cpu", file=sys.stderr)
+        return 2
+    measured = calibrate_gpu() if argv[0] == "gpu" else calibrate_cpu()
+    roofline.save_ceilings(measured)
+    print(measured.model_dump_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -31,7 +31,7 @@ from kplay.kernels.backends.base import (
 from kplay.kernels.backends.pysource import SOURCE_STEM
 from kplay.kernels.catalog import get_problem
 from kplay.kernels.check import InputError, run_case
-from kplay.kernels.device import prepare_cpu_fallbacks
+from kplay.kernels.hardware import prepare_cpu_fallbacks
 from kplay.kernels.models import (
     CaseCheck,
     CheckStage,

@@ -117,9 +117,9 @@ def _recheck(problem, prepared, ops, launch, seed) -> CaseCheck:  # type: ignore
 
 def ceilings_for_run(ops: ArrayOps) -> Ceilings | None:
     if ops.on_gpu:
-        from kplay.kernels.sysinfo import gpu_name
+        from kplay.kernels.hardware import current_gpu
 
-        return roofline.ceilings_for(gpu_name())
+        return roofline.ceilings_for(current_gpu().name)
     from kplay.kernels.calibrate import cpu_ceilings
 
     return cpu_ceilings()

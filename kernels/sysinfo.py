@@ -1,13 +1,12 @@
-"""What a run ran on: device, driver, CUDA and library versions."""
+"""What a run ran on: the device and host as `kernels.hardware` found them, and versions."""
 
 from __future__ import annotations
 
-import os
 import platform
-import socket
 from functools import lru_cache
 from importlib import metadata
 
+from kplay.kernels import hardware
 from kplay.kernels.backends.base import Backend, Capability
 from kplay.kernels.models import SystemInfo
 
@@ -25,58 +24,44 @@ def library_versions() -> dict[str, str]:
     return out
 
 
-@lru_cache(maxsize=1)
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-@lru_cache(maxsize=1)
 def gpu_facts() -> dict[str, str]:
-    """Name, compute capability, driver and runtime versions of the current GPU (CuPy)."""
-    import cupy
+    """What a run record quotes about the GPU it ran on (the current one).
 
-    dev = cupy.cuda.Device()
-    props = cupy.cuda.runtime.getDeviceProperties(dev.id)
-    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
-
-    def ver(v: int) -> str:
-        return f"{v // 1000}.{(v % 1000) // 10}"
-
+    `driver` is NVIDIA's driver version ("580.159.04", empty where NVML cannot say) and
+    `cuda` the newest CUDA that driver runs ("13.0"); the CUDA runtime a backend linked is
+    among its own versions (`cuda_runtime`).
+    """
+    gpu, host = hardware.current_gpu(), hardware.host()
     return {
-        "device": name,
-        "compute_capability": f"{props['major']}.{props['minor']}",
-        "driver": ver(cupy.cuda.runtime.driverGetVersion()),
-        "cuda": ver(cupy.cuda.runtime.runtimeGetVersion()),
-        "sm_count": str(props["multiProcessorCount"]),
+        "device": gpu.name,
+        "compute_capability": gpu.compute_capability,
+        "driver": host.driver_version or "",
+        "cuda": host.cuda_driver_version or "",
+        "sm_count": str(gpu.sm_count),
     }
 
 
-def gpu_name() -> str:
-    return gpu_facts()["device"]
-
-
 def system_info(backend: Backend, capability: Capability, seed: int) -> SystemInfo:
-    libs = {**library_versions(), **backend.versions()}
-    common = dict(host=socket.gethostname(), cpu_count=os.cpu_count(), libraries=libs, seed=seed)
+    host = hardware.host()
+    common = dict(
+        host=host.hostname,
+        cpu_count=host.cpu.logical_cores,
+        libraries={**library_versions(), **backend.versions()},
+        seed=seed,
+    )
     if capability is Capability.run and backend.key != "numba-cpu":
-        facts = gpu_facts()
+        gpu = hardware.current_gpu()
         return SystemInfo(
             kind="gpu",
-            device=facts["device"],
-            compute_capability=facts["compute_capability"],
-            driver=facts["driver"],
-            cuda=facts["cuda"],
+            device=gpu.name,
+            compute_capability=gpu.compute_capability,
+            driver=host.driver_version,
+            cuda=host.cuda_driver_version,
             **common,  # type: ignore[arg-type]
         )
+    cpu = host.cpu.model
     if capability is Capability.simulate:
-        return SystemInfo(kind="simulator", device=f"{cpu_name()} (simulated GPU)", **common)  # type: ignore[arg-type]
+        return SystemInfo(kind="simulator", device=f"{cpu} (simulated GPU)", **common)  # type: ignore[arg-type]
     if capability is Capability.compile_only:
         return SystemInfo(kind="compile-only", device="no GPU (compile only)", **common)  # type: ignore[arg-type]
-    return SystemInfo(kind="cpu", device=cpu_name(), **common)  # type: ignore[arg-type]
+    return SystemInfo(kind="cpu", device=cpu, **common)  # type: ignore[arg-type]

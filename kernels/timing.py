@@ -105,21 +105,12 @@ def _delay(ns: int) -> None:
 
 
 def gpu_clocks() -> ClockReading | None:
-    """SM and memory clocks, temperature and power of the current device through NVML."""
-    try:
-        import cupy
-        import pynvml
+    """SM and memory clocks, temperature and power of the current device (kernels.hardware)."""
+    from kplay.kernels import hardware
 
-        pynvml.nvmlInit()
-        bus_id = cupy.cuda.Device().pci_bus_id
-        handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus_id.encode())
-        return ClockReading(
-            sm_mhz=pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            mem_mhz=pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-            temperature_c=pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
-            power_w=pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-        )
-    except Exception:  # noqa: BLE001 - clocks are informative; never fail a run over them
+    try:
+        return hardware.read_clocks(hardware.current_gpu().index)
+    except hardware.NoGpu:  # clocks are informative; never fail a run over them
         return None
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kplay.kernels.device import prepare_cpu_fallbacks
+from kplay.kernels.hardware import prepare_cpu_fallbacks
 
 # The stand-in evaluators of the worker tests live in `tests/`; children and worker
 # processes started by the tests find them through the inherited PYTHONPATH (the product
@@ -54,7 +54,7 @@ def pytest_runtest_makereport(item, call):  # type: ignore[no-untyped-def]
 
 
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
-    from kplay.kernels.device import has_cuda_gpu
+    from kplay.kernels.hardware import has_cuda_gpu
 
     if has_cuda_gpu():
         return

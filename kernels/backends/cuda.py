@@ -35,20 +35,21 @@ from kplay.kernels.backends.cuda_source import (
     normalise_arch,
     not_found_message,
 )
-from kplay.kernels.backends.nvtools import (
+from kplay.kernels.backends.toolkit_find import (
+    find_cuda_include,
+    find_tool,
+    host_compiler,
+    tool_version,
+)
+from kplay.kernels.backends.toolkit_parse import parse_diagnostics, ptx_entry_params
+from kplay.kernels.backends.toolkit_run import (
     KERNEL_FILE,
     NVCC_FLAGS,
     RunningTool,
-    find_cuda_include,
-    find_tool,
     finish_nvcc,
-    host_compiler,
-    parse_diagnostics,
-    ptx_entry_params,
     start_nvcc,
-    tool_version,
 )
-from kplay.kernels.device import has_cuda_gpu
+from kplay.kernels.hardware import has_cuda_gpu, version_text
 from kplay.kernels.models import CompileStage, Diagnostic, Resources
 
 NVCC_TIMEOUT_S = 60.0
@@ -234,8 +235,8 @@ class CudaBackend(Backend):
 
             rt = cupy.cuda.runtime
             out["cupy"] = cupy.__version__
-            out["cuda_runtime"] = _cuda_version(rt.runtimeGetVersion())
-            out["cuda_driver"] = _cuda_version(rt.driverGetVersion())
+            out["cuda_runtime"] = version_text(rt.runtimeGetVersion())
+            out["cuda_driver"] = version_text(rt.driverGetVersion())
             out["nvrtc"] = "{}.{}".format(*cupy.cuda.nvrtc.getVersion())
         return out
 
@@ -341,10 +342,6 @@ def _default_cache_dir() -> Path:
     from kplay.config import EngineSettings
 
     return EngineSettings().cache_root() / "cuda"
-
-
-def _cuda_version(value: int) -> str:
-    return f"{value // 1000}.{(value % 1000) // 10}"
 
 
 def _merge_report(

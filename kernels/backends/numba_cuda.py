@@ -1,7 +1,7 @@
 """Numba CUDA: a learner's @cuda.jit kernel, on a GPU or in Numba's CUDA simulator.
 
 Which of the two `numba.cuda` is decided once per process, when it is first imported:
-kernels.device.prepare_cpu_fallbacks() sets NUMBA_ENABLE_CUDASIM=1 on a machine without
+kernels.hardware.prepare_cpu_fallbacks() sets NUMBA_ENABLE_CUDASIM=1 on a machine without
 a GPU, so nothing here imports numba.cuda before calling it.
 
 On a GPU, Numba compiles at the first launch, for the argument types it sees; typing
@@ -30,7 +30,7 @@ from kplay.kernels.backends.base import (
     LaunchSpec,
     register,
 )
-from kplay.kernels.device import has_cuda_gpu, prepare_cpu_fallbacks
+from kplay.kernels.hardware import has_cuda_gpu, prepare_cpu_fallbacks
 from kplay.kernels.models import CompileStage, Resources
 
 _EXPECTED = "decorate it with @cuda.jit (from numba import cuda) to make it a CUDA kernel"

@@ -1,6 +1,6 @@
 """Triton: a learner's @triton.jit kernel, on a GPU or in Triton's interpreter.
 
-On a machine without a GPU, kernels.device.prepare_cpu_fallbacks() sets
+On a machine without a GPU, kernels.hardware.prepare_cpu_fallbacks() sets
 TRITON_INTERPRET=1 before Triton is imported; @triton.jit then returns an interpreted
 function that runs on CPU torch tensors. Triton compiles at the first launch, so its
 compilation errors surface in launch() and become compile errors there. The
@@ -29,7 +29,7 @@ from kplay.kernels.backends.base import (
     LaunchSpec,
     register,
 )
-from kplay.kernels.device import has_cuda_gpu, prepare_cpu_fallbacks
+from kplay.kernels.hardware import has_cuda_gpu, prepare_cpu_fallbacks
 from kplay.kernels.models import CompileStage, Resources
 
 _EXPECTED = "decorate it with @triton.jit (import triton) to make it a Triton kernel"

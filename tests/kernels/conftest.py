@@ -3,6 +3,6 @@ switched on here, at collection, before any test can import numba.cuda or triton
 machine with a GPU this does nothing and the same tests run on the device.
 """
 
-from kplay.kernels.device import prepare_cpu_fallbacks
+from kplay.kernels.hardware import prepare_cpu_fallbacks
 
 prepare_cpu_fallbacks()

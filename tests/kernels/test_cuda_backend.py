@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kplay.kernels.backends import nvtools
+from kplay.kernels.backends import toolkit_parse
 from kplay.kernels.backends.base import Capability, CompiledKernel, KernelError, LaunchSpec
 from kplay.kernels.backends.cuda import (
     CudaBackend,
@@ -208,7 +208,7 @@ ptxas info    : Function properties for old_style
     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 ptxas info    : Used 10 registers, 4096 bytes smem, 380 bytes cmem[0], 8 bytes cmem[2]
 """
-    new, old = nvtools.parse_ptxas(log)
+    new, old = toolkit_parse.parse_ptxas(log)
     assert (new.kernel, new.registers, new.shared_bytes) == ("_Z4tileILi8EEvPf", 40, 2048)
     assert (new.stack_frame_bytes, new.spill_stores_bytes, new.spill_loads_bytes) == (64, 8, 12)
     assert (old.arch, old.registers, old.shared_bytes, old.constant_bytes) == (
@@ -231,7 +231,7 @@ __nv_name_map(2): error: Error in parsing name expression for lowered name looku
 /usr/include/cuda_fp16.h(12): warning #1-D: something
 ptxas error   : Entry function 'k' uses too much shared data (0x13880 bytes, 0xc000 max)
 """
-    diags, mains = nvtools.parse_diagnostics(log, source, lambda msg: f"about k: {msg}")
+    diags, mains = toolkit_parse.parse_diagnostics(log, source, lambda msg: f"about k: {msg}")
     assert mains == {"/tmp/x/abc.cu"}
     assert (diags[0].line, diags[0].column, diags[0].severity) == (3, 13, "error")
     # Only the first error about the appended reference or the name map is kept.
@@ -275,9 +275,9 @@ def test_names_archs_and_truncation() -> None:
     with pytest.raises(ValueError):
         normalise_arch("hopper")
     text = "".join(f"line {i}\n" for i in range(100_000))
-    cut = nvtools.truncate(text, 10_000, "SASS")
+    cut = toolkit_parse.truncate(text, 10_000, "SASS")
     assert len(cut) < 10_200 and "SASS truncated" in cut
-    assert nvtools.ptx_entry_params(
+    assert toolkit_parse.ptx_entry_params(
         ".visible .entry k(\n.param .u64 k_param_0,\n.param .u32 k_param_1\n)"
     ) == {"k": 2}
 
