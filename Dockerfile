@@ -2,9 +2,18 @@
 #
 #   docker build -t kernel-playground .                          # GPU-capable (default)
 #   docker build --build-arg EXTRAS=sim,distributed --build-arg CUDA_WHEELS= \
+#                --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cpu \
 #                -t kernel-playground:cpu .                       # no CUDA libraries at all
 #
-# GPU workers need the NVIDIA Container Toolkit on the host; the driver comes from there.
+# The image installs the project's wheel, not the checkout: the book, templates, static
+# files and problems are package data inside it. GPU workers need the NVIDIA Container
+# Toolkit on the host; the driver comes from there.
+
+FROM python:3.11-slim-bookworm AS wheel
+WORKDIR /src
+COPY . .
+RUN pip wheel --no-deps --no-cache-dir -w /dist .
+
 FROM python:3.11-slim-bookworm
 
 # sim: the CUDA compiler wheels (compile-only reports), Numba's simulator, Triton's
@@ -13,6 +22,9 @@ FROM python:3.11-slim-bookworm
 ARG EXTRAS=sim,gpu,distributed
 # The CUDA runtime libraries CuPy loads, as wheels, so the image needs no CUDA toolkit.
 ARG CUDA_WHEELS="cupy-cuda13x[ctk]"
+# Optional: an index to take torch from first, e.g. PyTorch's CPU-only builds (much smaller)
+# for an image without GPUs. Empty: torch comes from the default index with the extras.
+ARG TORCH_INDEX=""
 
 ENV PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
@@ -26,12 +38,13 @@ RUN apt-get update \
  && useradd --create-home --uid 10001 kplay \
  && install -d -o kplay -g kplay /var/cache/kplay
 
-WORKDIR /opt/kplay
-COPY --chown=kplay:kplay . .
-# Editable: the book, templates and static files are read from this folder.
-RUN pip install -e ".[${EXTRAS}]" \
- && if [ -n "${CUDA_WHEELS}" ]; then pip install "${CUDA_WHEELS}"; fi
+COPY --from=wheel /dist /dist
+RUN if [ -n "${TORCH_INDEX}" ]; then pip install torch==2.13.0 --index-url "${TORCH_INDEX}"; fi \
+ && pip install "$(ls /dist/kernel_playground-*.whl)[${EXTRAS}]" \
+ && if [ -n "${CUDA_WHEELS}" ]; then pip install "${CUDA_WHEELS}"; fi \
+ && rm -rf /dist
 
 USER kplay
+WORKDIR /home/kplay
 EXPOSE 8000
 CMD ["kplay", "serve", "--host", "0.0.0.0"]

@@ -103,4 +103,7 @@ def test_workers_get_no_database_url(compose: dict[str, Any]) -> None:
 def test_the_image_installs_the_extras_the_services_need() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "ARG EXTRAS=sim,gpu,distributed" in dockerfile
-    assert 'pip install -e ".[${EXTRAS}]"' in dockerfile
+    # The wheel, built in a first stage, is what the image installs: never the checkout.
+    assert "pip wheel --no-deps" in dockerfile
+    assert 'pip install "$(ls /dist/kernel_playground-*.whl)[${EXTRAS}]"' in dockerfile
+    assert "pip install -e" not in dockerfile
