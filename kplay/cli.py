@@ -1,4 +1,4 @@
-"""`kplay`: the terminal front door (run, problems, calibrate) and the server entry points."""
+"""`kplay`: the terminal front door: run, problems, calibrate, config, serve and worker."""
 
 from __future__ import annotations
 
@@ -169,6 +169,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from kplay import configview
+
+    if args.markdown:
+        print(configview.settings_block())
+        return 0
+    try:
+        rows = configview.effective_rows()
+    except ValidationError as exc:
+        return _fail(f"bad setting:\n{configview.describe_error(exc)}")
+    print(configview.render_json(rows) if args.json else configview.render_text(rows))
+    return 0
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     from kplay.workers.fleet_main import main as worker_main
 
@@ -200,6 +216,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
     serve.set_defaults(func=cmd_serve)
+    config = sub.add_parser(
+        "config", help="print the effective settings and where each value came from"
+    )
+    shape = config.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="one object per setting")
+    shape.add_argument(
+        "--markdown", action="store_true", help="the table of every setting, for docs/settings.md"
+    )
+    config.set_defaults(func=cmd_config)
     worker = sub.add_parser("worker", help="run GPU/CPU workers for the distributed mode")
     worker.add_argument("--queues", help="comma-separated queues (default: detected)")
     worker.add_argument("--gpus", help="comma-separated device ids (default: all)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,83 @@ def test_wrong_signature_is_explained(tmp_path: Path) -> None:
     proc = _kplay("run", str(src), "--problem", "vector_add", "--mode", "check")
     assert proc.returncode == 1
     assert "takes 3 parameter(s)" in proc.stdout and "a, b, out, n" in proc.stdout
+
+
+def _kplay_with(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`kplay` in a fresh process whose only KPLAY_ variables are those in `env`."""
+    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("KPLAY_")}
+    return subprocess.run(
+        [sys.executable, "-m", "kplay.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, **env},
+    )
+
+
+def _config_line(out: str, name: str) -> list[str]:
+    lines = [line.split() for line in out.splitlines() if line.split()[:1] == [name]]
+    assert len(lines) == 1, f"{name} is listed {len(lines)} times in:\n{out}"
+    return lines[0]
+
+
+def test_config_says_where_each_value_came_from() -> None:
+    env = {"KPLAY_PORT": "9123", "KPLAY_BROKER_URL": "redis://:hunter2@broker:6379/0"}
+    proc = _kplay_with(env, "config")
+    assert proc.returncode == 0, proc.stderr
+    assert _config_line(proc.stdout, "KPLAY_PORT") == ["KPLAY_PORT", "9123", "environment"]
+    assert _config_line(proc.stdout, "KPLAY_HOST") == ["KPLAY_HOST", "127.0.0.1", "default"]
+    broker = _config_line(proc.stdout, "KPLAY_BROKER_URL")
+    assert broker == ["KPLAY_BROKER_URL", "redis://:***@broker:6379/0", "environment"]
+    assert "hunter2" not in proc.stdout
+    # Every setting is listed, engine's first.
+    from kplay.config import WebSettings
+
+    for name in WebSettings.env_names():
+        _config_line(proc.stdout, name)
+    assert proc.stdout.index("KPLAY_CACHE_DIR") < proc.stdout.index("KPLAY_PORT")
+
+
+def test_config_as_json_masks_database_passwords() -> None:
+    env = {"KPLAY_DATABASE_URL": "postgresql+psycopg://kplay:pw123@db:5432/kplay"}
+    proc = _kplay_with(env, "config", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {row["variable"]: row for row in json.loads(proc.stdout)}
+    database = rows["KPLAY_DATABASE_URL"]
+    assert database["value"] == "postgresql+psycopg://kplay:***@db:5432/kplay"
+    assert database["source"] == "environment" and database["layer"] == "web"
+    assert rows["KPLAY_JOBS_PER_CHILD"] == {
+        **rows["KPLAY_JOBS_PER_CHILD"],
+        "value": "500",
+        "source": "default",
+        "layer": "worker",
+    }
+    assert "pw123" not in proc.stdout
+
+
+def test_config_names_a_bad_variable() -> None:
+    proc = _kplay_with(
+        {"KPLAY_PORT": "eighty", "KPLAY_BROKER_URL": "redis://:s3cret@h/0"}, "config"
+    )
+    assert proc.returncode == 2
+    assert "KPLAY_PORT='eighty'" in proc.stderr and "integer" in proc.stderr
+    assert "Traceback" not in proc.stderr and "s3cret" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:secret@broker:6379/0", "redis://:***@broker:6379/0"),
+        (
+            "postgresql+psycopg://u:p%40ss@db/k?sslmode=require",
+            "postgresql+psycopg://u:***@db/k?sslmode=require",
+        ),
+        ("postgresql+psycopg://u@db/k", "postgresql+psycopg://u@db/k"),
+        ("sqlite:////home/u/kplay.sqlite3", "sqlite:////home/u/kplay.sqlite3"),
+        ("not a url", "not a url"),
+    ],
+)
+def test_secrets_are_masked(url: str, shown: str) -> None:
+    from kplay.configview import mask_secrets
+
+    assert mask_secrets(url) == shown
