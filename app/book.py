@@ -1,5 +1,10 @@
-"""The book: chapters from book/*.md, ordered by part and number, rendered once per file
-version and kept in memory (a chapter page must not re-render Markdown per request)."""
+"""The book: one folder per part (`book/p1/`, `book/p2/`, ...), each with its title in
+`part.toml` and its chapters as Markdown files, ordered by part and number, rendered once per
+file version and kept in memory (a chapter page must not re-render Markdown per request).
+
+A chapter's address is `/book/p<part>/<slug>`; its slug and its cells' ids are written in
+the file, so renaming or moving the file keeps both (and with them readers' run histories).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kplay.app import benchrefs
-from kplay.app.bookmd import BookError, CellSpec, render
+from kplay.app.bookfront import PART_FILE, BookError, load_part, part_number
+from kplay.app.bookmd import CellSpec, render
 from kplay.kernels.problem import ProblemSpec
 from kplay.resources import data_dir
 
@@ -37,6 +43,14 @@ class Chapter:
     def label(self) -> str:
         return f"{self.number}. {self.title}" if self.number else self.title
 
+    @property
+    def part_dir(self) -> str:
+        return f"p{self.part}"
+
+    @property
+    def url(self) -> str:
+        return f"/book/{self.part_dir}/{self.slug}"
+
 
 @dataclass(frozen=True)
 class Part:
@@ -48,38 +62,50 @@ class Part:
 @dataclass(frozen=True)
 class _Index:
     signature: tuple[tuple[str, int], ...]
+    part_titles: dict[int, str]
     chapters: tuple[Chapter, ...]
     by_slug: dict[str, Chapter]
     cells: dict[str, CellSpec]
 
 
 def load_chapter(
-    path: Path, problems: Mapping[str, ProblemSpec], results_dir: Path | None = None
+    path: Path,
+    problems: Mapping[str, ProblemSpec],
+    part: int,
+    part_title: str,
+    results_dir: Path | None = None,
 ) -> Chapter:
+    """One chapter of part `part` (whose `part.toml` gives `part_title`)."""
     text = path.read_text(encoding="utf-8")
     if results_dir is not None:
         text = benchrefs.fill(text, results_dir)
     default_slug = re.sub(r"^\d+[-_]", "", path.stem)
     rendered = render(text, path, problems, default_slug)
     front = rendered.front
-    if not front:
-        raise BookError(path, 1, "missing front matter (--- part/title/slug ... ---)")
-    for key in ("part", "title"):
-        if not front.get(key):
-            raise BookError(path, 1, f"front matter: missing '{key}'")
-    try:
-        part = int(front["part"])
-    except ValueError:
+    if front is None:
+        raise BookError(path, 1, "missing front matter (--- title/slug/summary ... ---)")
+    where = path.parent / PART_FILE
+    if front.part is not None and front.part != part:
         raise BookError(
-            path, 1, f"front matter: part must be a whole number, got {front['part']!r}"
-        ) from None
+            path,
+            front.line("part"),
+            f"front matter: part {front.part} but the file is in part {part}",
+        )
+    if front.part_title is not None and front.part_title != part_title:
+        raise BookError(
+            path,
+            front.line("part_title"),
+            f"front matter: part_title {front.part_title!r} differs from {part_title!r} in "
+            f"{where}; the part's title is written there only",
+        )
+    leading = re.match(r"\d+", path.stem)
     return Chapter(
-        slug=front.get("slug") or default_slug,
-        title=front["title"],
+        slug=front.slug or default_slug,
+        title=front.title,
         part=part,
-        part_title=front.get("part_title", ""),
-        number=front.get("number", ""),
-        summary=front.get("summary", ""),
+        part_title=part_title,
+        number=front.number or (str(int(leading.group())) if leading else ""),
+        summary=front.summary,
         path=path,
         segments=rendered.segments,
         cells=rendered.cells,
@@ -108,16 +134,40 @@ class Book:
             return 0
         return max((p.stat().st_mtime_ns for p in self.results_dir.glob("*.json")), default=0)
 
-    def _signature(self) -> tuple[tuple[str, int], ...]:
-        paths = sorted(self.book_dir.glob("*.md")) if self.book_dir.is_dir() else []
-        results = self._results_mtime()
-        return tuple((str(p), max(p.stat().st_mtime_ns, results)) for p in paths)
+    def _files(self) -> list[Path]:
+        """Each part's `part.toml`, then its chapters. A chapter outside a part folder, or a
+        folder that is not a part, is an error rather than something silently skipped."""
+        if not self.book_dir.is_dir():
+            return []
+        found: list[Path] = []
+        for entry in sorted(self.book_dir.iterdir()):
+            if entry.name.startswith(("_", ".")):
+                continue
+            if entry.is_dir():
+                if part_number(entry) is None:
+                    raise BookError(entry, None, "a folder of the book is a part: p1, p2, ...")
+                found.append(entry / PART_FILE)
+                found.extend(sorted(entry.glob("*.md")))
+            elif entry.suffix == ".md":
+                raise BookError(entry, None, "a chapter belongs in a part folder (p1/, p2/, ...)")
+        return found
 
-    def _chapter(self, path: Path, mtime: int) -> Chapter:
+    def _signature(self) -> tuple[tuple[str, int], ...]:
+        results = self._results_mtime()
+        out = []
+        for path in self._files():
+            try:
+                mtime = path.stat().st_mtime_ns
+            except FileNotFoundError:
+                mtime = -1  # a part without part.toml: load_part says so
+            out.append((str(path), max(mtime, results) if path.suffix == ".md" else mtime))
+        return tuple(out)
+
+    def _chapter(self, path: Path, mtime: int, part: int, part_title: str) -> Chapter:
         cached = self._rendered.get(path)
-        if cached and cached[0] == mtime:
+        if cached and cached[0] == mtime and cached[1].part_title == part_title:
             return cached[1]
-        chapter = load_chapter(path, self.problems, self.results_dir)
+        chapter = load_chapter(path, self.problems, part, part_title, self.results_dir)
         self._rendered[path] = (mtime, chapter)
         return chapter
 
@@ -127,10 +177,18 @@ class Book:
         with self._lock:
             if self._index is not None and self._index.signature == signature:
                 return self._index
-            chapters = sorted(
-                (self._chapter(Path(p), m) for p, m in signature), key=lambda c: c.sort_key
-            )
-            self._index = _build_index(signature, chapters)
+            titles: dict[int, str] = {}
+            chapters: list[Chapter] = []
+            for name, mtime in signature:
+                path = Path(name)
+                part = part_number(path.parent)
+                assert part is not None
+                if path.name == PART_FILE:
+                    titles[part] = load_part(path.parent).title
+                else:
+                    chapters.append(self._chapter(path, mtime, part, titles[part]))
+            chapters.sort(key=lambda c: c.sort_key)
+            self._index = _build_index(signature, titles, chapters)
             return self._index
 
     def chapters(self) -> list[Chapter]:
@@ -156,32 +214,33 @@ class Book:
         return before, after
 
     def parts(self) -> list[Part]:
+        """The parts that have chapters, in order, each titled by its `part.toml`."""
+        index = self.index()
         parts: dict[int, Part] = {}
-        for chapter in self.index().chapters:
+        for chapter in index.chapters:
             part = parts.get(chapter.part)
             if part is None:
-                title = chapter.part_title or f"Part {chapter.part}"
-                part = parts[chapter.part] = Part(chapter.part, title)
+                part = parts[chapter.part] = Part(chapter.part, index.part_titles[chapter.part])
             part.chapters.append(chapter)
         return [parts[k] for k in sorted(parts)]
 
 
-def _build_index(signature: tuple[tuple[str, int], ...], chapters: list[Chapter]) -> _Index:
+def _build_index(
+    signature: tuple[tuple[str, int], ...], titles: dict[int, str], chapters: list[Chapter]
+) -> _Index:
     by_slug: dict[str, Chapter] = {}
     cells: dict[str, CellSpec] = {}
     for chapter in chapters:
         if chapter.slug in by_slug:
-            other = by_slug[chapter.slug].path.name
+            other = by_slug[chapter.slug].path
             raise BookError(chapter.path, 1, f"slug {chapter.slug!r} already used by {other}")
         by_slug[chapter.slug] = chapter
         for cell in chapter.cells:
             if cell.id in cells:
                 first = cells[cell.id]
+                where = f"{first.path.parent.name}/{first.path.name}:{first.line}"
                 raise BookError(
-                    cell.path,
-                    cell.line,
-                    f"duplicate kernel-cell id {cell.id!r} (first in {first.path.name}:"
-                    f"{first.line})",
+                    cell.path, cell.line, f"duplicate kernel-cell id {cell.id!r} (first in {where})"
                 )
             cells[cell.id] = cell
-    return _Index(signature, tuple(chapters), by_slug, cells)
+    return _Index(signature, titles, tuple(chapters), by_slug, cells)

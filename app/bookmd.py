@@ -1,5 +1,8 @@
 """Markdown for the book: front matter, tables, footnotes, anchors, admonitions, Pygments,
-and the `kernel-cell` fenced directive that places an editable kernel in a chapter."""
+and the `kernel-cell` fenced directive that places an editable kernel in a chapter.
+
+A cell's `id` is written in the cell and never derived from the chapter's file, slug or
+part: readers' run histories hang on it, so a chapter can be renamed or moved freely."""
 
 from __future__ import annotations
 
@@ -22,23 +25,16 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from kplay.app.bookfront import BookError, FrontMatter, parse_front
 from kplay.kernels.problem import ProblemSpec
+
+__all__ = ["BookError", "CellSpec", "RenderedMarkdown", "render"]
 
 CELL_INFO = "kernel-cell"
 CELL_KEYS = ("id", "problem", "backend", "backends", "title")
-FRONT_KEYS = ("part", "part_title", "number", "title", "slug", "summary")
 _CELL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 _PLACEHOLDER = re.compile(r"<!--kplay-cell:([A-Za-z0-9_.-]+)-->\n?")
 _LEXER_ALIASES = {"cu": "cuda", "c++": "cpp", "py": "python", "sh": "console"}
-
-
-class BookError(ValueError):
-    """A chapter that cannot be served; the message names the file and line."""
-
-    def __init__(self, path: Path, line: int | None, message: str) -> None:
-        self.path = path
-        self.line = line
-        super().__init__(f"{path}{f':{line}' if line else ''}: {message}")
 
 
 @dataclass(frozen=True)
@@ -55,8 +51,7 @@ class CellSpec:
 
 @dataclass(frozen=True)
 class RenderedMarkdown:
-    front: dict[str, str]
-    front_line: int
+    front: FrontMatter | None
     # Prose HTML with the cells in reading order between the pieces.
     segments: tuple[str | CellSpec, ...]
     cells: tuple[CellSpec, ...]
@@ -183,17 +178,13 @@ def render(
 ) -> RenderedMarkdown:
     md = markdown()
     tokens = md.parse(text)
-    front: dict[str, str] = {}
-    front_line = 1
+    front: FrontMatter | None = None
     for tok in tokens:
         if tok.type == "front_matter":
-            pairs = parse_pairs(tok.content, path, 2, "front matter")
-            unknown = sorted(set(pairs) - set(FRONT_KEYS))
-            if unknown:
-                raise BookError(path, 1, f"front matter: unknown key(s) {unknown}; {FRONT_KEYS}")
-            front = {k: v for k, (v, _line) in pairs.items()}
+            # The text between the two `---` lines; the first of them is line 1.
+            front = parse_front(tok.content, path, (tok.map[0] if tok.map else 0) + 2)
             break
-    slug = front.get("slug") or default_slug
+    slug = (front.slug if front else None) or default_slug
     cells: dict[int, CellSpec] = {}
     seen: dict[str, int] = {}
     for idx, tok in enumerate(tokens):
@@ -214,4 +205,4 @@ def render(
             segments.append(by_id[piece])
         elif piece.strip():
             segments.append(piece)
-    return RenderedMarkdown(front, front_line, tuple(segments), tuple(cells.values()))
+    return RenderedMarkdown(front, tuple(segments), tuple(cells.values()))

@@ -1,10 +1,16 @@
-"""The book's pages: the table of contents and the chapters."""
+"""The book's pages: the table of contents and the chapters.
+
+A chapter lives at `/book/p<part>/<slug>`. The addresses it had before parts were folders,
+`/book/<slug>`, answer with a permanent redirect to it, as does a part that is no longer the
+chapter's: the slug is the chapter's lasting name, so the mapping is read off the book.
+"""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from kplay.app.book import Chapter
 from kplay.app.contexts import ApiDocsPage
 from kplay.app.deps import RunsDep, ServicesDep, UserDep
 from kplay.app.render import error_page, render
@@ -19,15 +25,35 @@ def index(request: Request, services: ServicesDep) -> Response:
     return render(request, services, "index.html", page=views.toc_page(services.book))
 
 
-@router.get("/book/{slug}", response_class=HTMLResponse)
+def _moved(request: Request, chapter: Chapter) -> Response:
+    query = f"?{request.url.query}" if request.url.query else ""
+    return RedirectResponse(chapter.url + query, status_code=301)
+
+
+def _missing(request: Request, services: ServicesDep, slug: str) -> Response:
+    return error_page(request, services, 404, f"There is no chapter called {slug!r}.")
+
+
+@router.get("/book/{part}/{slug}", response_class=HTMLResponse)
 def chapter(
-    slug: str, request: Request, services: ServicesDep, runs: RunsDep, user: UserDep
+    part: str, slug: str, request: Request, services: ServicesDep, runs: RunsDep, user: UserDep
 ) -> Response:
     try:
-        page = views.chapter_page(services.book, runs, slug, user)
+        found = services.book.chapter(slug)
     except KeyError:
-        return error_page(request, services, 404, f"There is no chapter called {slug!r}.")
+        return _missing(request, services, slug)
+    if found.part_dir != part:
+        return _moved(request, found)
+    page = views.chapter_page(services.book, runs, slug, user)
     return render(request, services, "chapter.html", page=page)
+
+
+@router.get("/book/{slug}", response_class=HTMLResponse)
+def old_chapter_address(slug: str, request: Request, services: ServicesDep) -> Response:
+    try:
+        return _moved(request, services.book.chapter(slug))
+    except KeyError:
+        return _missing(request, services, slug)
 
 
 @router.get("/docs", response_class=HTMLResponse)

@@ -88,7 +88,7 @@ def test_part1_opens_with_the_samples_and_has_the_new_chapters_in_order(
 
 def test_part1_chapters_render_through_the_app(client: TestClient, part1: list[Chapter]) -> None:
     for chapter in part1:
-        page = client.get(f"/book/{chapter.slug}")
+        page = client.get(chapter.url)
         assert page.status_code == 200, chapter.slug
         html = page.text
         assert chapter.cells, f"{chapter.slug} has no kernel cell"

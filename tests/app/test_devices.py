@@ -36,7 +36,7 @@ def test_the_picker_appears_with_two_models_and_the_pick_reaches_the_job(
 ) -> None:
     fleet = Fleet([H200, A100, CPU])
     with TestClient(create_app(make_settings(), fleet)) as client:
-        page = client.get("/book/first-gpu-kernel").text
+        page = client.get("/book/p1/first-gpu-kernel").text
         assert '<select name="device">' in page and '<option value="h200">' in page
         cell = page.split('data-cell="', 1)[1].split('"', 1)[0]
         form = {"backend": "cuda", "source": 'extern "C" __global__ void k() {}', "device": "h200"}
@@ -47,4 +47,4 @@ def test_the_picker_appears_with_two_models_and_the_pick_reaches_the_job(
 
 def test_no_picker_with_a_single_model(make_settings: Callable[..., Settings]) -> None:
     with TestClient(create_app(make_settings(), Fleet([H200, CPU]))) as client:
-        assert 'name="device"' not in client.get("/book/first-gpu-kernel").text
+        assert 'name="device"' not in client.get("/book/p1/first-gpu-kernel").text

@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from kplay.app.book import BookError
 from kplay.app.main import create_app
 from kplay.config import Settings
-from kplay.resources import data_dir
 from kplay.kernels.catalog import load_catalog
+from kplay.resources import data_dir
 from tests.app.fakes import FakeExecutor
 
 
@@ -28,7 +28,7 @@ def test_contents_lists_chapters_by_part(client: TestClient) -> None:
     first = html.index("A first kernel on the CPU")
     second = html.index("Threads, blocks and a grid")
     assert first < second
-    assert 'href="/book/first-kernel-cpu"' in html and 'href="/book/first-gpu-kernel"' in html
+    assert 'href="/book/p1/first-kernel-cpu"' in html and 'href="/book/p1/first-gpu-kernel"' in html
 
 
 def test_theme_is_set_before_first_paint(client: TestClient) -> None:
@@ -40,14 +40,14 @@ def test_theme_is_set_before_first_paint(client: TestClient) -> None:
 
 
 def test_nothing_is_loaded_from_elsewhere(client: TestClient) -> None:
-    for url in ("/", "/book/first-kernel-cpu", "/book/first-gpu-kernel"):
+    for url in ("/", "/book/p1/first-kernel-cpu", "/book/p1/first-gpu-kernel"):
         html = client.get(url).text
         for attr in re.findall(r'<(?:script|link|img)[^>]+(?:src|href)="([^"]+)"', html):
             assert attr.startswith("/static/"), f"{url} loads {attr}"
 
 
 def test_chapter_page_has_cells_with_starters(client: TestClient) -> None:
-    page = client.get("/book/first-gpu-kernel")
+    page = client.get("/book/p1/first-gpu-kernel")
     assert page.status_code == 200
     html = page.text
     assert 'data-cell="ch02-vadd-gpu"' in html
@@ -69,16 +69,16 @@ def test_chapter_page_has_cells_with_starters(client: TestClient) -> None:
 
 
 def test_chapter_has_previous_and_next(client: TestClient) -> None:
-    first = client.get("/book/first-kernel-cpu").text
-    assert 'rel="next" href="/book/first-gpu-kernel"' in first and 'rel="prev"' not in first
-    second = client.get("/book/first-gpu-kernel").text
-    assert 'rel="prev" href="/book/first-kernel-cpu"' in second
+    first = client.get("/book/p1/first-kernel-cpu").text
+    assert 'rel="next" href="/book/p1/first-gpu-kernel"' in first and 'rel="prev"' not in first
+    second = client.get("/book/p1/first-gpu-kernel").text
+    assert 'rel="prev" href="/book/p1/first-kernel-cpu"' in second
 
 
 def test_every_cell_on_every_page_names_a_known_problem(client: TestClient) -> None:
     catalog = load_catalog()
     for chapter in client.app.state.services.book.chapters():  # type: ignore[attr-defined]
-        html = client.get(f"/book/{chapter.slug}").text
+        html = client.get(chapter.url).text
         for blob in re.findall(r'class="kcell-data">(.*?)</script>', html, re.S):
             data = json.loads(blob)
             for offer in data["backends"]:
@@ -86,9 +86,45 @@ def test_every_cell_on_every_page_names_a_known_problem(client: TestClient) -> N
 
 
 def test_unknown_chapter_is_a_404_page(client: TestClient) -> None:
-    page = client.get("/book/no-such-chapter")
-    assert page.status_code == 404
-    assert "no-such-chapter" in page.text and "<html" in page.text
+    for url in ("/book/no-such-chapter", "/book/p1/no-such-chapter"):
+        page = client.get(url)
+        assert page.status_code == 404
+        assert "no-such-chapter" in page.text and "<html" in page.text
+
+
+# The chapter addresses before parts became folders, and where each lives now.
+ADDRESSES_BEFORE_THE_MOVE = {
+    "/book/first-kernel-cpu": "/book/p1/first-kernel-cpu",
+    "/book/first-gpu-kernel": "/book/p1/first-gpu-kernel",
+    "/book/roofline": "/book/p1/roofline",
+    "/book/ilp-simd": "/book/p1/ilp-simd",
+    "/book/cpu-threads": "/book/p1/cpu-threads",
+    "/book/transpose": "/book/p1/transpose",
+    "/book/reductions": "/book/p1/reductions",
+    "/book/gemm-naive": "/book/p2/gemm-naive",
+    "/book/gemm-coalescing": "/book/p2/gemm-coalescing",
+    "/book/gemm-smem-tiling": "/book/p2/gemm-smem-tiling",
+    "/book/gemm-blocktiling": "/book/p2/gemm-blocktiling",
+    "/book/gemm-vectorized": "/book/p2/gemm-vectorized",
+    "/book/gemm-warptiling": "/book/p2/gemm-warptiling",
+    "/book/gemm-wmma": "/book/p2/gemm-wmma",
+    "/book/gemm-ladder": "/book/p2/gemm-ladder",
+}
+
+
+def test_old_chapter_addresses_redirect_for_good(client: TestClient) -> None:
+    book = client.app.state.services.book  # type: ignore[attr-defined]
+    assert sorted(ADDRESSES_BEFORE_THE_MOVE.values()) == sorted(c.url for c in book.chapters())
+    for old, new in ADDRESSES_BEFORE_THE_MOVE.items():
+        moved = client.get(old, follow_redirects=False)
+        assert moved.status_code == 301, old
+        assert moved.headers["location"] == new
+        assert client.get(new, follow_redirects=False).status_code == 200, new
+    kept = client.get("/book/roofline?x=1", follow_redirects=False)
+    assert kept.headers["location"] == "/book/p1/roofline?x=1"
+    # A chapter asked for under another part is sent to its own.
+    other = client.get("/book/p2/roofline", follow_redirects=False)
+    assert other.status_code == 301 and other.headers["location"] == "/book/p1/roofline"
 
 
 def test_static_files_are_served(client: TestClient) -> None:
@@ -103,30 +139,30 @@ def test_latest_run_of_a_cell_is_shown_on_reload(client: TestClient) -> None:
         data={"backend": "numba-cpu", "source": "def f(): pass\n"},
         headers={"HX-Request": "true"},
     )
-    html = client.get("/book/first-kernel-cpu").text
+    html = client.get("/book/p1/first-kernel-cpu").text
     cell = html[html.index('id="cell-ch01-vadd-cpu"') : html.index('id="cell-ch01-saxpy-cpu"')]
     assert "Correct" in cell and "Your attempts" in cell
 
 
 def test_responses_say_their_server_time(client: TestClient) -> None:
-    timing = client.get("/book/first-kernel-cpu").headers["server-timing"]
+    timing = client.get("/book/p1/first-kernel-cpu").headers["server-timing"]
     assert timing.startswith("app;dur=")
 
 
 def _book(tmp_path: Path) -> Path:
     book = tmp_path / "book"
-    book.mkdir()
-    for chapter in data_dir("book").glob("*.md"):
-        shutil.copy(chapter, book / chapter.name)
+    ignore = shutil.ignore_patterns("__pycache__", "__init__.py")
+    shutil.copytree(data_dir("book"), book, ignore=ignore)
     return book
 
 
 def test_a_broken_book_stops_the_start(tmp_path: Path, executor: FakeExecutor) -> None:
     book = _book(tmp_path)
-    path = book / "01-first-kernel-cpu.md"
+    path = book / "p1" / "01-first-kernel-cpu.md"
     path.write_text(path.read_text().replace("problem: saxpy", "problem: saxpyy"))
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'k.sqlite3'}", book_dir=book)
-    with pytest.raises(BookError, match=r"01-first-kernel-cpu.md:\d+: .*unknown problem 'saxpyy'"):
+    where = r"p1/01-first-kernel-cpu.md:\d+: .*unknown problem 'saxpyy'"
+    with pytest.raises(BookError, match=where):
         create_app(settings, executor)
 
 
@@ -134,10 +170,18 @@ def test_a_chapter_broken_while_served_shows_where(tmp_path: Path, executor: Fak
     book = _book(tmp_path)
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'k.sqlite3'}", book_dir=book)
     with TestClient(create_app(settings, executor)) as client:
-        path = book / "02-first-gpu-kernel.md"
+        path = book / "p1" / "02-first-gpu-kernel.md"
         path.write_text(path.read_text().replace("backend: cuda\n", "backend: opencl\n"))
         later = time.time() + 5
         os.utime(path, (later, later))
-        page = client.get("/book/first-gpu-kernel")
+        page = client.get("/book/p1/first-gpu-kernel")
     assert page.status_code == 500
-    assert "02-first-gpu-kernel.md:" in page.text and "opencl" in page.text
+    assert "p1/02-first-gpu-kernel.md:" in page.text and "opencl" in page.text
+
+
+def test_a_part_without_a_title_stops_the_start(tmp_path: Path, executor: FakeExecutor) -> None:
+    book = _book(tmp_path)
+    (book / "p2" / "part.toml").unlink()
+    settings = Settings(database_url=f"sqlite:///{tmp_path / 'k.sqlite3'}", book_dir=book)
+    with pytest.raises(BookError, match=r"p2/part.toml: missing part.toml"):
+        create_app(settings, executor)

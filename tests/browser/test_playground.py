@@ -158,7 +158,7 @@ def test_write_run_and_read_the_card(server: str, browser: object) -> None:
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.goto(f"{server}/book/first-kernel-cpu")
+    page.goto(f"{server}/book/p1/first-kernel-cpu")
     page.wait_for_selector(f"{CELL} .cm-editor")
     assert "TODO" in page.locator(f"{CELL} .cm-content").inner_text()
     _shot(page, "playground-chapter-light.png", full_page=False)
@@ -223,7 +223,7 @@ def test_write_run_and_read_the_card(server: str, browser: object) -> None:
 def test_compile_error_marks_the_line(server: str, browser: object) -> None:
     context = browser.new_context(viewport={"width": 1366, "height": 900})  # type: ignore[attr-defined]
     page = context.new_page()
-    page.goto(f"{server}/book/first-kernel-cpu")
+    page.goto(f"{server}/book/p1/first-kernel-cpu")
     page.wait_for_selector(f"{CELL} .cm-editor")
     _replace_code(page, BROKEN)
     before = _card_id(page, CELL)
@@ -239,7 +239,7 @@ def test_compile_error_marks_the_line(server: str, browser: object) -> None:
 def test_tablet_layout_and_bad_input_card(server: str, browser: object) -> None:
     context = browser.new_context(viewport={"width": 820, "height": 1180})  # type: ignore[attr-defined]
     page = context.new_page()
-    page.goto(f"{server}/book/first-gpu-kernel")
+    page.goto(f"{server}/book/p1/first-gpu-kernel")
     cell = "#cell-ch02-vadd-gpu"
     page.wait_for_selector(f"{cell} .cm-editor")
     page.click(f'{cell} .kcell-tab[data-backend="triton"]')
