@@ -83,9 +83,7 @@ WRONG_COMPILE_ONLY = [w for w in WRONG if not _runs_here(w[1])]
 @pytest.mark.parametrize(
     "slug,backend,path", WRONG_COMPILE_ONLY, ids=_ids(WRONG_COMPILE_ONLY) or None
 )
-def test_wrong_solution_without_a_gpu_is_only_compiled(
-    slug: str, backend: str, path: str
-) -> None:
+def test_wrong_solution_without_a_gpu_is_only_compiled(slug: str, backend: str, path: str) -> None:
     """What is really checked on such a machine: it compiles, with a resource report, and is
     plainly marked as not run (never as correct or timed)."""
     result = evaluate(_job(slug, backend, path))
