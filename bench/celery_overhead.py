@@ -163,8 +163,8 @@ class Fleet:
         return self.executor
 
     def add_worker(self, name: str) -> None:
-        from kplay.workers.devices import WorkerSpec
         from kplay.workers.fleet_main import build_command, build_env
+        from kplay.workers.plan import WorkerSpec
 
         info = {"id": name, "kind": "cpu", "device": "bench", "queues": ["cpu"]}
         spec = WorkerSpec(name, "cpu", ("cpu",), {"CUDA_VISIBLE_DEVICES": ""}, info)

@@ -328,6 +328,14 @@ def current_gpu() -> GpuFacts:
     return next((g for g in found if g.ordinal == ordinal), found[0])
 
 
+def device_name() -> str:
+    """What this process runs kernels on, in a word: its current GPU's name, else the CPU's."""
+    try:
+        return current_gpu().name
+    except NoGpu:
+        return cpu().model
+
+
 @lru_cache(maxsize=1)
 def _driver_versions() -> tuple[str | None, str | None]:
     cu, _ = _driver()

@@ -23,11 +23,11 @@ import redis
 
 from kplay.kernels.models import RunJob
 from kplay.workers.celery_app import DEFAULT_QUEUES, TASK_NAME, WorkerConfig, make_celery
-from kplay.workers.devices import device_kind
 from kplay.workers.executor import Executor, ResultSink, SubmitRefused
 from kplay.workers.fleet import live_workers, mean_job_s, snapshot, wait_estimate_s, workers_for
 from kplay.workers.fleet_models import FleetSnapshot
 from kplay.workers.jobstore import Finished, JobStore, connect, decode_entry
+from kplay.workers.plan import device_kind
 from kplay.workers.recovery import Janitor
 
 log = logging.getLogger(__name__)

@@ -184,17 +184,11 @@ def describe_machine() -> dict[str, Any]:
     Asked of a child rather than the server process: the answer depends on the
     environment the child was given, and finding it out imports GPU libraries.
     """
-    from kplay.kernels import sysinfo
+    from kplay.kernels import hardware
     from kplay.kernels.backends import registry
-    from kplay.kernels.device import cuda_device_count
 
-    gpus = cuda_device_count()
-    name = sysinfo.cpu_name()
-    if gpus:
-        try:
-            name = sysinfo.gpu_name()
-        except Exception as exc:  # noqa: BLE001 - no CuPy: the CPU name is still true
-            print(f"GPU name unknown: {exc!r}", file=sys.stderr)
+    gpus = hardware.gpu_count()
+    name = hardware.device_name()
     backends: dict[str, str] = {}
     for key, cls in sorted(registry().items()):
         try:
@@ -223,7 +217,7 @@ def _print_exc() -> None:
 
 
 def _has_gpu() -> bool:
-    from kplay.kernels.device import has_cuda_gpu
+    from kplay.kernels.hardware import has_cuda_gpu
 
     return has_cuda_gpu()
 

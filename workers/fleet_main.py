@@ -16,23 +16,16 @@ import argparse
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from kplay.kernels import hardware
+from kplay.kernels.hardware import GpuFacts, HostFacts
 from kplay.workers.celery_app import WorkerConfig
-from kplay.workers.devices import (
-    GpuDevice,
-    WorkerSpec,
-    cuda_driver_version,
-    detect_gpus,
-    plan_workers,
-    select_gpus,
-)
 from kplay.workers.fleet_models import WorkerInfo
+from kplay.workers.plan import WorkerSpec, plan_workers, select_gpus
 
 log = logging.getLogger("kplay.worker")
 
@@ -40,28 +33,16 @@ _POLL_S = 0.5
 _STOP_GRACE_S = 30.0
 
 
-def plan_from_args(
-    args: argparse.Namespace,
-    host: str,
-    detect: Callable[[], list[GpuDevice]] = detect_gpus,
-    cpu_name: str = "CPU",
-) -> list[WorkerSpec]:
+def plan_from_args(args: argparse.Namespace, host: HostFacts) -> list[WorkerSpec]:
     """The workers `kplay worker [--cpu-only] [--gpus ...] [--queues ...]` should run."""
-    gpus: list[GpuDevice]
+    gpus: list[GpuFacts]
     if getattr(args, "cpu_only", False):
         gpus, include_cpu = [], True
     else:
-        gpus, include_cpu = select_gpus(detect(), getattr(args, "gpus", None))
+        gpus, include_cpu = select_gpus(host.gpus, getattr(args, "gpus", None))
     queues = getattr(args, "queues", None)
     only = [q.strip() for q in queues.split(",") if q.strip()] if queues else None
-    return plan_workers(
-        gpus,
-        include_cpu=include_cpu,
-        host=host,
-        only_queues=only,
-        cpu_name=cpu_name,
-        cuda_version=cuda_driver_version() if gpus else None,
-    )
+    return plan_workers(host, gpus=gpus, include_cpu=include_cpu, only_queues=only)
 
 
 def build_command(spec: WorkerSpec, loglevel: str = "INFO") -> list[str]:
@@ -130,7 +111,7 @@ def calibrate_missing(specs: list[WorkerSpec], env: dict[str, str]) -> None:
         seen.add(device)
         log.info("calibrating %s (once; cached in %s)", device, env[cache])
         proc = subprocess.run(
-            [sys.executable, "-m", "kplay.workers.devices", "calibrate", spec.kind],
+            [sys.executable, "-m", "kplay.kernels.calibrate", spec.kind],
             env={**env, **spec.env},
             capture_output=True,
             text=True,
@@ -232,17 +213,16 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from kplay.kernels.sysinfo import cpu_name
-
+    host = hardware.host()
     try:
-        specs = plan_from_args(args, socket.gethostname(), cpu_name=cpu_name())
+        specs = plan_from_args(args, host)
     except ValueError as exc:
         print(f"kplay worker: {exc}", file=sys.stderr)
         return 2
     if not specs:
         print(
-            "kplay worker: nothing to run: no GPU was found on this host (nvidia-smi, NVML "
-            "and the CUDA driver report none) and no CPU worker was asked for",
+            f"kplay worker: nothing to run: no GPU was found on this host "
+            f"({host.no_gpu_reason}) and no CPU worker was asked for",
             file=sys.stderr,
         )
         return 2

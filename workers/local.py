@@ -8,10 +8,8 @@ every submitted job ends with exactly one RunResult delivered.
 from __future__ import annotations
 
 import collections
-import ctypes
 import logging
 import os
-import platform
 import threading
 from typing import Any
 
@@ -162,45 +160,18 @@ class LocalExecutor(Executor):
 
 
 def describe_without_child() -> dict[str, Any]:
-    """This machine as far as the server process may look: the CUDA driver API only.
+    """This machine as far as the server process may look: `kernels.hardware` only.
 
     Backend capabilities need GPU libraries imported under the child's environment, so
     they read "unknown" until the first child reports them.
     """
+    from kplay.kernels import hardware
     from kplay.kernels.backends import registry
-    from kplay.kernels.device import cuda_device_count
 
-    gpus = cuda_device_count()
-    name = _gpu_name() if gpus else None
+    gpus = hardware.gpu_count()
     return {
-        "name": name or _cpu_name(),
+        "name": hardware.device_name(),
         "kind": "gpu" if gpus else "cpu",
         "gpus": gpus,
         "backends": {key: "unknown" for key in sorted(registry())},
     }
-
-
-def _gpu_name() -> str | None:
-    # The driver API answers without a context; cuInit already ran in cuda_device_count.
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-        buf = ctypes.create_string_buffer(256)
-        device = ctypes.c_int(0)
-        if lib.cuDeviceGet(ctypes.byref(device), 0) != 0:
-            return None
-        if lib.cuDeviceGetName(buf, len(buf), device) != 0:
-            return None
-    except OSError:
-        return None
-    return buf.value.decode(errors="replace") or None
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "CPU"

@@ -160,13 +160,14 @@ class Runtime:
             return False
 
     def _live_facts(self) -> LiveFacts:
-        from kplay.workers.devices import gpu_clocks, load_ceilings
+        from kplay.kernels.hardware import read_clocks
+        from kplay.workers.plan import load_ceilings
 
         found = load_ceilings(self.info.facts())
         facts = LiveFacts(ceilings=None if found is None else Ceilings.model_validate(found))
         if self.info.kind == "gpu" and self.info.gpu_index is not None:
-            clocks = gpu_clocks(self.info.gpu_index).get("clocks")
-            facts.clocks = None if clocks is None else Clocks.model_validate(clocks)
+            clocks = read_clocks(self.info.gpu_index)
+            facts.clocks = None if clocks is None else Clocks.model_validate(clocks.model_dump())
         return facts
 
     def close(self) -> None:

@@ -7,7 +7,7 @@ from kplay.app.contexts import CellView, ChapterPage, HistoryView, TocPage
 from kplay.app.db.models import Run
 from kplay.app.services import history as hist
 from kplay.app.services.cards import RunCard, build_card
-from kplay.app.services.devices import device_choices
+from kplay.app.services.gpu_picker import device_choices
 from kplay.app.services.problems import offers
 from kplay.app.services.records import is_final
 from kplay.app.services.runs import RunService

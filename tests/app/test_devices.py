@@ -8,7 +8,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 
 from kplay.app.main import create_app
-from kplay.app.services.devices import gpu_models
+from kplay.app.services.gpu_picker import gpu_models
 from kplay.config import Settings
 from tests.app.fakes import FakeExecutor
 

@@ -211,8 +211,8 @@ class Deployment:
         env: dict[str, str] | None = None,
         wait: bool = True,
     ) -> subprocess.Popen[bytes]:
-        from kplay.workers.devices import WorkerSpec
         from kplay.workers.fleet_main import build_command, build_env
+        from kplay.workers.plan import WorkerSpec
 
         info = {"id": name, "kind": "cpu", "device": "test device", "queues": list(queues)}
         spec = WorkerSpec(name, "cpu", queues, env or {"CUDA_VISIBLE_DEVICES": ""}, info)

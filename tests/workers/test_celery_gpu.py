@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
+from kplay.kernels import hardware
 from kplay.kernels.models import RunState
-from kplay.workers.devices import detect_gpus, plan_workers, sm_tag
+from kplay.workers.plan import plan_workers, sm_tag
 from tests.workers.celery_support import (  # noqa: F401 - fixtures
     ROOT,
     Deployment,
@@ -22,15 +23,16 @@ pytestmark = pytest.mark.gpu
 
 
 def test_gpus_are_found_with_their_capability() -> None:
-    gpus = detect_gpus()
+    host = hardware.host()
+    gpus = host.gpus
     assert gpus, "a GPU host must report at least one GPU"
     assert [g.index for g in gpus] == list(range(len(gpus)))
     for gpu in gpus:
         assert gpu.name and gpu.compute_capability
         assert gpu.compute_capability.replace(".", "").isdigit()
-    specs = plan_workers(gpus, include_cpu=True, host="h")
+    specs = plan_workers(host, include_cpu=True)
     assert [s.env["CUDA_VISIBLE_DEVICES"] for s in specs[:-1]] == [str(g.index) for g in gpus]
-    assert f"gpu.{sm_tag(gpus[0].compute_capability or '')}" in specs[0].queues
+    assert f"gpu.{sm_tag(gpus[0].compute_capability)}" in specs[0].queues
 
 
 @pytest.mark.redis

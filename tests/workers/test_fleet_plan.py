@@ -4,34 +4,53 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 
+from kplay.kernels.hardware import CpuFacts, GpuFacts, HostFacts
 from kplay.kernels.models import RunJob
 from kplay.workers.celery_app import WorkerConfig, make_celery
 from kplay.workers.celery_executor import route
-from kplay.workers.devices import (
+from kplay.workers.executor import SubmitRefused
+from kplay.workers.fleet import wait_estimate_s
+from kplay.workers.fleet_main import build_command, build_env, plan_from_args
+from kplay.workers.plan import (
     NO_MULTICAST_ENV,
-    GpuDevice,
     device_kind,
-    parse_nvidia_smi,
     plan_workers,
     select_gpus,
     sm_tag,
 )
-from kplay.workers.executor import SubmitRefused
-from kplay.workers.fleet import wait_estimate_s
-from kplay.workers.fleet_main import build_command, build_env, plan_from_args
 
-H200 = [
-    GpuDevice(0, "NVIDIA H200", "GPU-aaa", "9.0", "580.1", 143771),
-    GpuDevice(1, "NVIDIA H200", "GPU-bbb", "9.0", "580.1", 143771),
-]
+
+def _h200(index: int, uuid: str) -> GpuFacts:
+    return GpuFacts(
+        ordinal=index,
+        index=index,
+        name="NVIDIA H200",
+        compute_capability="9.0",
+        sm_count=132,
+        memory_bytes=143771 * 2**20,
+        uuid=uuid,
+    )
+
+
+H200 = [_h200(0, "GPU-aaa"), _h200(1, "GPU-bbb")]
+HOST = HostFacts(
+    hostname="h",
+    cpu=CpuFacts(model="Test CPU", architecture="x86_64", logical_cores=8),
+    gpus=tuple(H200),
+    driver_version="580.1",
+    cuda_driver_version="13.0",
+    cache_dir="/tmp/kplay-cache",
+)
 
 
 def test_two_gpus_give_two_pinned_workers_and_a_cpu_worker() -> None:
-    specs = plan_workers(H200, include_cpu=True, host="node1")
+    specs = plan_workers(HOST.model_copy(update={"hostname": "node1"}), include_cpu=True)
     assert [s.name for s in specs] == ["gpu0@node1", "gpu1@node1", "cpu@node1"]
     gpu0, gpu1, cpu = specs
     assert gpu0.env["CUDA_VISIBLE_DEVICES"] == "0"
@@ -42,22 +61,35 @@ def test_two_gpus_give_two_pinned_workers_and_a_cpu_worker() -> None:
         assert NO_MULTICAST_ENV.items() <= spec.env.items()
     assert cpu.queues == ("cpu",) and cpu.env == {"CUDA_VISIBLE_DEVICES": ""}
     assert gpu1.info["compute_capability"] == "9.0" and gpu1.info["gpu_index"] == 1
+    assert cpu.info["device"] == "Test CPU"
+
+
+def test_a_gpu_worker_reports_the_host_facts_of_its_device() -> None:
+    info = plan_workers(HOST, include_cpu=False)[1].info
+    assert (info["uuid"], info["memory_mib"], info["device_kind"]) == ("GPU-bbb", 143771, "h200")
+    assert (info["driver"], info["cuda"], info["host"]) == ("580.1", "13.0", "h")
+
+
+def test_a_host_without_gpus_plans_only_the_cpu_worker() -> None:
+    bare = HOST.model_copy(update={"gpus": (), "no_gpu_reason": "cuda-bindings is not installed"})
+    assert [s.name for s in plan_workers(bare)] == ["cpu@h"]
+    assert plan_workers(bare, include_cpu=False) == []
 
 
 def test_a_single_gpu_host_needs_no_multicast_switches() -> None:
-    [spec] = plan_workers(H200[:1], include_cpu=False, host="h")
+    [spec] = plan_workers(HOST, gpus=H200[:1], include_cpu=False)
     assert "NCCL_NVLS_ENABLE" not in spec.env
 
 
 def test_queues_can_be_narrowed_but_not_invented() -> None:
-    specs = plan_workers(H200, include_cpu=True, host="h", only_queues=["gpu.sm90"])
+    specs = plan_workers(HOST, include_cpu=True, only_queues=["gpu.sm90"])
     assert [(s.name, s.queues) for s in specs] == [
         ("gpu0@h", ("gpu.sm90",)),
         ("gpu1@h", ("gpu.sm90",)),
     ]
     assert specs[0].info["queues"] == ["gpu.sm90"]
     with pytest.raises(ValueError, match="gpu.sm80"):
-        plan_workers(H200, include_cpu=True, host="h", only_queues=["gpu.sm80"])
+        plan_workers(HOST, include_cpu=True, only_queues=["gpu.sm80"])
 
 
 @pytest.mark.parametrize(
@@ -76,15 +108,15 @@ def test_an_unknown_gpu_id_is_named() -> None:
 
 def test_plan_from_cli_arguments() -> None:
     args = argparse.Namespace(queues=None, gpus=None, cpu_only=True)
-    [spec] = plan_from_args(args, "h", detect=lambda: H200, cpu_name="Test CPU")
+    [spec] = plan_from_args(args, HOST)
     assert spec.name == "cpu@h" and spec.info["device"] == "Test CPU"
     args = argparse.Namespace(queues="gpu.any", gpus="1", cpu_only=False)
-    [spec] = plan_from_args(args, "h", detect=lambda: H200)
+    [spec] = plan_from_args(args, HOST)
     assert spec.env["CUDA_VISIBLE_DEVICES"] == "1" and spec.queues == ("gpu.any",)
 
 
 def test_worker_processes_are_single_job_prefork_workers() -> None:
-    [spec] = plan_workers(H200[:1], include_cpu=False, host="h")
+    [spec] = plan_workers(HOST, gpus=H200[:1], include_cpu=False)
     argv = build_command(spec)
     assert argv[argv.index("--queues") + 1] == "gpu.any,gpu.sm90,gpu.h200"
     assert argv[argv.index("--pool") + 1] == "prefork"
@@ -92,19 +124,6 @@ def test_worker_processes_are_single_job_prefork_workers() -> None:
     env = build_env(spec, {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0,1"})
     assert env["CUDA_VISIBLE_DEVICES"] == "0" and env["KPLAY_WORKER_ID"] == "gpu0@h"
     assert json.loads(env["KPLAY_WORKER_INFO"])["device"] == "NVIDIA H200"
-
-
-def test_nvidia_smi_rows_are_parsed() -> None:
-    text = "0, NVIDIA H200, GPU-1, 9.0, 580.65, 143771\n1, Tesla T4, [N/A], 7.5, 580.65, [N/A]\n"
-    a, b = parse_nvidia_smi(text)
-    assert (a.index, a.name, a.compute_capability, a.memory_mib) == (
-        0,
-        "NVIDIA H200",
-        "9.0",
-        143771,
-    )
-    assert b.uuid is None and b.memory_mib is None
-    assert parse_nvidia_smi("No devices were found\n") == []
 
 
 def test_names_of_devices_and_capabilities() -> None:
@@ -153,3 +172,16 @@ def test_time_limits_nest_and_celery_is_configured_for_one_job_at_a_time() -> No
     options = conf.broker_transport_options
     assert options["visibility_timeout"] == config.visibility_timeout_s
     assert options["global_keyprefix"] == "kplay:celery:"
+
+
+def test_the_calibration_command_kplay_worker_runs_exists() -> None:
+    """`kplay worker` measures each device with this command, in a child of its own."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "kplay.kernels.calibrate", "fpga"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "usage: python -m kplay.kernels.calibrate gpu|cpu" in proc.stderr
