@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from kplay.kernels.models import RunState
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,8 +58,18 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dic
     home.mkdir()
     env = _clean_env(home)
     dist = base / "dist"
+    # Built from a copy without build outputs: setuptools would reuse a stale build/ folder.
+    source = base / "src"
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", "node_modules",
+            ".whl", "test-artifacts", ".pytest_cache", ".mypy_cache", ".ruff_cache",
+        ),
+    )  # fmt: skip
     _run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)],
         base,
         {**env, "HOME": os.environ.get("HOME", str(home))},  # the pip cache of this machine
     )
