@@ -71,8 +71,10 @@ def main(argv: list[str] | None = None) -> None:
 
     loaded = _Loaded(config["target"])
     error = loaded.error or _warm(loaded, config.get("warm", True))
-    cap_address_space(limits, _has_gpu())
+    # Describing imports every backend's libraries: like warm-up, before the cap, which
+    # then counts what they map as already spent.
     machine = _describe_safely() if config.get("describe") else None
+    cap_address_space(limits, _has_gpu())
     _send(conn, {"type": "ready", "error": error, "pid": os.getpid(), "machine": machine})
 
     home = Path.cwd()
