@@ -59,7 +59,7 @@ class GpuFacts(_Facts):
     name: str  # "NVIDIA H200"
     compute_capability: str  # "9.0"
     sm_count: int
-    memory_bytes: int
+    memory_bytes: int  # what CUDA can use (nvidia-smi's total also counts reserved memory)
     pci_bus_id: str | None = None
     uuid: str | None = None  # "GPU-8c7f...", as nvidia-smi writes it
     max_sm_clock_mhz: int | None = None  # NVML
@@ -244,13 +244,25 @@ def _nvml() -> ModuleType | None:
     return nvml
 
 
+# NVML's C enum values (nvmlClockType_t, nvmlTemperatureSensors_t): stable, whereas the
+# names of cuda-bindings' Python enums changed between its releases.
+_CLOCK_SM, _CLOCK_MEM, _TEMPERATURE_GPU = 1, 2, 0
+
+
+def _ask(call: Any, *args: Any) -> Any:
+    """One NVML reading, None where this driver or device does not give it."""
+    try:
+        return call(*args)
+    except Exception:  # noqa: BLE001 - readings are informative and vary by driver
+        return None
+
+
 def _nvml_facts(nvml: ModuleType, pci_bus_id: str) -> dict[str, Any]:
     handle = nvml.device_get_handle_by_pci_bus_id_v2(pci_bus_id)
-    clock = nvml.ClockType
     return {
         "index": int(nvml.device_get_index(handle)),
-        "max_sm_clock_mhz": int(nvml.device_get_max_clock_info(handle, clock.SM)),
-        "max_mem_clock_mhz": int(nvml.device_get_max_clock_info(handle, clock.MEM)),
+        "max_sm_clock_mhz": _ask(nvml.device_get_max_clock_info, handle, _CLOCK_SM),
+        "max_mem_clock_mhz": _ask(nvml.device_get_max_clock_info, handle, _CLOCK_MEM),
     }
 
 
@@ -264,17 +276,18 @@ def read_clocks(index: int) -> ClockReading | None:
     nvml = _nvml()
     if nvml is None:
         return None
-    try:
-        handle = nvml.device_get_handle_by_index_v2(index)
-        clock = nvml.ClockType
-        return ClockReading(
-            sm_mhz=nvml.device_get_clock_info(handle, clock.SM),
-            mem_mhz=nvml.device_get_clock_info(handle, clock.MEM),
-            temperature_c=nvml.device_get_temperature_v(handle, nvml.TemperatureSensors.GPU),
-            power_w=round(nvml.device_get_power_usage(handle) / 1000.0, 1),
-        )
-    except Exception:  # noqa: BLE001 - clocks are informative and vary by driver
+    handle = _ask(nvml.device_get_handle_by_index_v2, index)
+    if handle is None:
         return None
+    temperature = _ask(nvml.device_get_temperature_v, handle, _TEMPERATURE_GPU)
+    milliwatts = _ask(nvml.device_get_power_usage, handle)
+    return ClockReading(
+        sm_mhz=_ask(nvml.device_get_clock_info, handle, _CLOCK_SM),
+        mem_mhz=_ask(nvml.device_get_clock_info, handle, _CLOCK_MEM),
+        # Some releases answer with an nvmlTemperature_t, others with the number.
+        temperature_c=getattr(temperature, "temperature", temperature),
+        power_w=None if milliwatts is None else round(milliwatts / 1000.0, 1),
+    )
 
 
 # ---------------------------------------------------------------- GPUs

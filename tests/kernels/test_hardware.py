@@ -111,8 +111,11 @@ def test_cpu_fallbacks_are_switched_on_without_a_gpu(
     monkeypatch: pytest.MonkeyPatch, fresh: None
 ) -> None:
     monkeypatch.setenv("KPLAY_FORCE_NO_GPU", "1")
-    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    for name in ("NUMBA_ENABLE_CUDASIM", "TRITON_INTERPRET"):
+        # Set, then removed: monkeypatch then restores the original, absent or not, so
+        # that the switches do not outlive this test on a GPU host.
+        monkeypatch.setenv(name, "0")
+        monkeypatch.delenv(name)
     hardware.forget()
     hardware.prepare_cpu_fallbacks()
     assert os.environ["NUMBA_ENABLE_CUDASIM"] == "1"
