@@ -1,6 +1,7 @@
 """What this host has: its CPU, its NVIDIA GPUs, and where the engine caches what it learns.
 
-Every other module asks here; nothing else reads /proc/cpuinfo or talks to the driver.
+Every other module asks here: nothing else in the project reads /proc/cpuinfo or asks the
+driver what the host has.
 
 - The CPU comes from /proc/cpuinfo, read once per process.
 - GPUs come through one binding, `cuda-bindings`: its driver module (`cuda.bindings.driver`)
