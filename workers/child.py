@@ -7,9 +7,16 @@ not run code a child sends it).
 
 child -> parent: {"type": "ready", "error": str|None, "machine": dict|None} once, after
                  warm-up ("machine" only when the config asks the child to describe it);
-                 {"type": "event", "event": ProgressEvent} while a job runs;
-                 {"type": "result", "result": RunResult, "exit": bool} per job.
-parent -> child: {"type": "job", "job": RunJob} or {"type": "stop"}.
+                 {"type": "event", "nonce": str, "event": ProgressEvent} while a job runs;
+                 {"type": "result", "nonce": str, "result": RunResult, "exit": bool} once
+                 per job, last.
+parent -> child: {"type": "job", "job": RunJob, "nonce": str} or {"type": "stop"}.
+
+The nonce is fresh for every job. The parent kills a child that sends anything else: a
+message without the running job's nonce, a second result, a message of another type,
+bytes that are not a message, or anything at all while no job runs. Learner code runs in
+this process and can write on the socket; what it writes cannot pass for the verdict of
+a later job.
 """
 
 from __future__ import annotations
@@ -85,11 +92,12 @@ def main(argv: list[str] | None = None) -> None:
             # The parent went away (killed, perhaps) and cannot clean up after us.
             shutil.rmtree(home, ignore_errors=True)
             return
-        if message.get("type") != "job":
+        nonce = message.get("nonce")
+        if message.get("type") != "job" or not isinstance(nonce, str) or not nonce:
             return
-        payload, leave = _run_one(conn, loaded, message["job"], limits, home)
+        payload, leave = _run_one(conn, loaded, message["job"], nonce, limits, home)
         _flush_all()
-        _send(conn, {"type": "result", "result": payload, "exit": leave})
+        _send(conn, {"type": "result", "nonce": nonce, "result": payload, "exit": leave})
         if leave:
             return
 
@@ -106,10 +114,15 @@ def _warm(loaded: _Loaded, warm: bool) -> str | None:
 
 
 def _run_one(
-    conn: Connection, loaded: _Loaded, raw_job: dict[str, Any], limits: Limits, home: Path
+    conn: Connection,
+    loaded: _Loaded,
+    raw_job: dict[str, Any],
+    nonce: str,
+    limits: Limits,
+    home: Path,
 ) -> tuple[dict[str, Any], bool]:
     """Run one job in a fresh working directory; returns (result JSON, child must exit)."""
-    from kplay.kernels.models import RunJob, RunResult
+    from kplay.kernels.models import ProgressEvent, RunJob, RunResult
 
     job = RunJob.model_validate(raw_job)
     workdir = Path(tempfile.mkdtemp(prefix="job-", dir=home))
@@ -119,8 +132,10 @@ def _run_one(
     set_cpu_budget(limits)
 
     def emit(event: Any) -> None:
+        # Checked here: the parent takes an event it cannot read for a forged one.
+        checked = ProgressEvent.model_validate(_jsonable(event)).model_dump(mode="json")
         _flush_all()  # so what the kernel printed so far is on disk when the event arrives
-        _send(conn, {"type": "event", "event": _jsonable(event)})
+        _send(conn, {"type": "event", "nonce": nonce, "event": checked})
 
     try:
         if loaded.run is None:

@@ -7,9 +7,11 @@ The child itself is `workers/child.py`; the pool that owns several handles is
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -18,13 +20,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
 from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
+from kplay.workers.channel import BadMessage, Channel, ChannelClosed
 from kplay.workers.limits import (
     Limits,
     breached_limit,
@@ -40,6 +42,9 @@ EventCallback = Callable[[ProgressEvent], None]
 
 _POLL_S = 0.05
 _MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# The verdict of a job whose child wrote what the protocol does not allow: learner code in
+# the child can reach the channel, so whatever it said is not reported.
+UNEXPECTED_MESSAGE = "the evaluation child sent an unexpected message on its private channel"
 
 
 class ChildStartError(RuntimeError):
@@ -69,7 +74,7 @@ class Child:
         self.healthy = True
         self.closing = False  # set by the pool when it kills children on close
         self._rss_at_start = 0
-        self._conn, theirs = _socket_pair()
+        self._chan, theirs = _socket_pair()
         config = {
             "target": target,
             "warm": warm,
@@ -91,7 +96,7 @@ class Child:
                     start_new_session=True,
                 )
         except OSError:
-            self._conn.close()
+            self._chan.close()
             shutil.rmtree(self.home, ignore_errors=True)
             raise
         finally:
@@ -105,17 +110,19 @@ class Child:
         """Block until the child has warmed up; raise ChildStartError if it cannot."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self._conn.poll(_POLL_S):
-                try:
-                    message = self._recv()
-                except (EOFError, OSError):
-                    break
-                if message.get("type") == "ready":
-                    self.machine = message.get("machine")
+            try:
+                if self._chan.poll(_POLL_S):
+                    message = self._chan.recv()
+                    if message.get("type") != "ready":
+                        break  # the first message is "ready", or the child is not to be trusted
+                    machine = message.get("machine")
+                    self.machine = machine if isinstance(machine, dict) else None
                     if message.get("error"):
                         log.warning("evaluation child %s: %s", self.pid, message["error"])
                     return
-            elif self.exited():
+            except (BadMessage, ChannelClosed, OSError):
+                break
+            if self.exited():
                 break
         tail = self.read_tail()
         self.kill()
@@ -126,45 +133,92 @@ class Child:
         self._truncate_output()
         self._rss_at_start = rss_bytes(self.pid) or 0
         start = time.monotonic()
+        # Every message about this job must carry the nonce; nothing written before the job
+        # was handed over, or by an earlier job, can.
+        nonce = secrets.token_hex(16)
         try:
-            self._send({"type": "job", "job": job.model_dump(mode="json")})
-            result = self._follow(job, on_event, start)
+            self._send({"type": "job", "job": job.model_dump(mode="json"), "nonce": nonce})
+            result = self._follow(job, nonce, on_event, start)
         except _Stop as stop:
             result = failure_result(job, stop.message, stop.state)
         wall_ms = (time.monotonic() - start) * 1000.0
         self.jobs_done += 1
         return self._finish(job, result, wall_ms)
 
-    def _follow(self, job: RunJob, on_event: EventCallback | None, start: float) -> RunResult:
+    def _follow(
+        self, job: RunJob, nonce: str, on_event: EventCallback | None, start: float
+    ) -> RunResult:
         deadline = start + self.limits.wall_timeout_s
         while True:
-            if self._conn.poll(_POLL_S):
+            if self._poll_or_reject(_POLL_S):
                 message = self._recv_or_death()
-                kind = message.get("type")
+                kind = self._check(message, nonce)
                 if kind == "event":
-                    _deliver(on_event, message.get("event"), job)
-                elif kind == "result":
-                    if message.get("exit"):
+                    self._deliver(on_event, message["event"], job)
+                else:
+                    if message["exit"]:
                         self.healthy = False  # poisoned: this child must not run another job
-                    return self._parse_result(job, message.get("result"))
+                    result = self._parse_result(job, message["result"])
+                    if self.wrote_between_jobs():
+                        # More after its one result: nothing of it may reach the next job.
+                        log.warning("evaluation child %s wrote after its result; killed", self.pid)
+                        self.kill()
+                    return result
             # Checked after every message too, so a child that floods the channel still
             # meets its deadline.
             self._watch(deadline)
 
+    def _check(self, message: dict[str, Any], nonce: str) -> str:
+        """The kind of a message that belongs to the running job; ends the child otherwise."""
+        kind = message.get("type")
+        given = message.get("nonce")
+        if not isinstance(given, str) or not hmac.compare_digest(given.encode(), nonce.encode()):
+            self._reject("a message without the job's nonce" if given is None else "a wrong nonce")
+        if kind == "event" and "event" in message:
+            return kind
+        if kind == "result" and "result" in message and isinstance(message.get("exit"), bool):
+            return kind
+        self._reject(f"a message of type {str(kind)[:40]!r} that the protocol lacks")
+
+    def _reject(self, why: str) -> NoReturn:
+        """Kill a child that broke the protocol; its job ends with UNEXPECTED_MESSAGE."""
+        log.warning("evaluation child %s broke the channel protocol (%s); killed", self.pid, why)
+        self.kill()
+        raise _Stop(RunState.runtime_error, UNEXPECTED_MESSAGE)
+
+    def wrote_between_jobs(self) -> bool:
+        """Whether bytes wait on the channel that no running job accounts for.
+
+        Between jobs the child has nothing to say; anything there was written by code of an
+        earlier job, and must never reach the next one, so such a child is retired.
+        """
+        try:
+            return self._chan.pending()
+        except OSError:
+            return True
+
     def _watch(self, deadline: float) -> None:
         """The checks only the parent can make; raises _Stop to end the job."""
-        if self.exited() and not self._conn.poll(0):
+        if self.exited() and not self._poll_or_reject(0):
             raise _Stop(RunState.runtime_error, self._death_message())
         broken = breached_limit(self.limits, self.pid, self.output, deadline, self._rss_at_start)
         if broken is not None:
             self.kill()
             raise _Stop(*broken)
 
+    def _poll_or_reject(self, timeout_s: float) -> bool:
+        try:
+            return self._chan.poll(timeout_s)
+        except BadMessage as exc:
+            self._reject(str(exc))
+
     def _recv_or_death(self) -> dict[str, Any]:
         try:
-            return self._recv()
-        except (EOFError, OSError, ValueError):
-            # The channel closed or carried garbage: the child is dead or not to be trusted.
+            return self._chan.recv()
+        except BadMessage as exc:
+            self._reject(str(exc))
+        except (ChannelClosed, OSError):
+            # The channel closed: the child is dead, or not to be trusted.
             if not self._wait_exit(2.0):
                 self.kill()
                 raise _Stop(
@@ -188,8 +242,8 @@ class Child:
         try:
             result = RunResult.model_validate(raw)
         except ValidationError as exc:
-            self.healthy = False
-            return failure_result(job, f"the worker sent an unreadable result: {exc}")
+            # The child validates its result before sending it: this one is not its own.
+            self._reject(f"an unreadable result ({exc.error_count()} errors)")
         # The job's identity comes from the parent, whatever the child claimed.
         return result.model_copy(
             update={"job_id": job.job_id, "problem": job.problem, "backend": job.backend}
@@ -218,15 +272,22 @@ class Child:
 
     def _send(self, message: dict[str, Any]) -> None:
         try:
-            self._conn.send_bytes(json.dumps(message).encode())
+            self._chan.send(message)
         except (OSError, ValueError):
             raise _Stop(RunState.runtime_error, self._death_message()) from None
 
-    def _recv(self) -> dict[str, Any]:
-        message = json.loads(self._conn.recv_bytes(_MAX_MESSAGE_BYTES))
-        if not isinstance(message, dict):
-            raise ValueError("message is not an object")
-        return message
+    def _deliver(self, on_event: EventCallback | None, raw: Any, job: RunJob) -> None:
+        try:
+            event = ProgressEvent.model_validate(raw)
+        except ValidationError as exc:
+            # The child validates its events before sending them: this one is not its own.
+            self._reject(f"an unreadable event ({exc.error_count()} errors)")
+        if on_event is None:
+            return
+        try:
+            on_event(event.model_copy(update={"job_id": job.job_id}))
+        except Exception:  # noqa: BLE001 - a listener's failure must not fail the job
+            log.exception("progress listener failed for job %s", job.job_id)
 
     # ------------------------------------------------------------ ending
 
@@ -267,31 +328,17 @@ class Child:
         """Ask an idle child to leave, kill it if it does not, and remove its directory."""
         if not self.exited():
             with contextlib.suppress(OSError, ValueError):
-                self._conn.send_bytes(b'{"type": "stop"}')
+                self._chan.send({"type": "stop"}, timeout_s=1.0)
             self._wait_exit(2.0)
         self.kill()  # also takes down anything it left behind in its group
-        self._conn.close()
+        self._chan.close()
         shutil.rmtree(self.home, ignore_errors=True)
 
 
-def _socket_pair() -> tuple[Connection, socket.socket]:
+def _socket_pair() -> tuple[Channel, socket.socket]:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     theirs.set_inheritable(True)
-    return Connection(ours.detach()), theirs
-
-
-def _deliver(on_event: EventCallback | None, raw: Any, job: RunJob) -> None:
-    if on_event is None:
-        return
-    try:
-        event = ProgressEvent.model_validate(raw)
-    except ValidationError:
-        log.warning("dropped an unreadable progress event for job %s", job.job_id)
-        return
-    try:
-        on_event(event.model_copy(update={"job_id": job.job_id}))
-    except Exception:  # noqa: BLE001 - a listener's failure must not fail the job
-        log.exception("progress listener failed for job %s", job.job_id)
+    return Channel(ours, _MAX_MESSAGE_BYTES), theirs
 
 
 def failure_result(

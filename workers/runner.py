@@ -155,10 +155,16 @@ class WorkerPool:
     def _take(self) -> Child:
         while True:
             child = self._take_any()
-            if not child.exited():
+            if child.exited():
+                # It died while idle (the OOM killer, say): not this job's fault.
+                log.warning("evaluation child %s died while idle", child.pid)
+            elif child.wrote_between_jobs():
+                # Code of an earlier job left something on the channel; whatever it is, it
+                # must not meet this job. A fresh child takes the job.
+                log.warning("evaluation child %s wrote while idle; replaced", child.pid)
+                child.kill()
+            else:
                 return child
-            # It died while idle (the OOM killer, say): not this job's fault.
-            log.warning("evaluation child %s died while idle", child.pid)
             self._give_back(child)
 
     def _take_any(self) -> Child:
