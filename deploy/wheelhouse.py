@@ -39,6 +39,21 @@ PROVIDED = [
 ]  # fmt: skip
 # Always copied, even when named above: small, and not in every image.
 ALWAYS = {"nvidia-ml-py"}
+COPY_IGNORE = (
+    ".git",
+    ".venv",
+    "build",
+    "dist",
+    "*.egg-info",
+    "__pycache__",
+    "node_modules",
+    ".whl",
+    ".gpu",
+    "test-artifacts",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+)
 REDIS_DEBS = ["redis-server", "redis-tools", "libjemalloc2", "liblzf1"]
 
 
@@ -65,7 +80,11 @@ def _skip(name: str, provided: list[str]) -> bool:
 
 def build(out: Path, python: str, platform: str, have: Path | None, redis_deb: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    _pip("wheel", "--no-deps", "-q", "-w", str(out), str(ROOT))
+    with tempfile.TemporaryDirectory() as tmp:
+        # From a copy without build outputs: setuptools would reuse a stale build/ folder.
+        source = Path(tmp) / "src"
+        shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*COPY_IGNORE))
+        _pip("wheel", "--no-deps", "-q", "-w", str(out.resolve()), str(source))
     (wheel,) = sorted(out.glob("kernel_playground-*.whl"))[-1:]
     # pip matches --platform tags exactly: name the older manylinux tags the host also runs.
     glibc = [platform] + [
