@@ -11,7 +11,7 @@ from fastapi.templating import Jinja2Templates
 
 from kplay.app.book import Book
 from kplay.app.db.session import Database
-from kplay.app.readers import reader_name
+from kplay.app.readers import ReaderSessions
 from kplay.app.services.runs import RunService
 from kplay.config import Settings
 from kplay.kernels.problem import ProblemSpec
@@ -40,10 +40,15 @@ def get_runs(services: Annotated[Services, Depends(get_services)]) -> RunService
     return services.runs
 
 
-def get_user(request: Request, services: Annotated[Services, Depends(get_services)]) -> str:
-    # Accounts come later; until then each browser is an anonymous reader of its own, so
-    # histories and the per-user cap are per reader. Clients without the cookie share one.
-    return reader_name(request, services.settings.anonymous_user)
+def get_readers(request: Request) -> ReaderSessions:
+    readers: ReaderSessions = request.app.state.readers
+    return readers
+
+
+def get_user(request: Request, readers: Annotated[ReaderSessions, Depends(get_readers)]) -> str:
+    # Accounts come later; until then each browser (or API client keeping its cookie) is an
+    # anonymous reader of its own, so runs, histories and the per-user cap are per reader.
+    return readers.user(request)
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]

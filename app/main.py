@@ -10,7 +10,6 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kplay.app.book import Book, BookError
@@ -18,12 +17,13 @@ from kplay.app.db.migrate import upgrade
 from kplay.app.db.session import Database
 from kplay.app.deps import Services
 from kplay.app.executors import Reconciling, make_executor
-from kplay.app.readers import ensure_reader, remember_reader
+from kplay.app.guards import PublicStaticFiles
 from kplay.app.render import STATIC_DIR, error_page, make_templates
 from kplay.app.routers import api, fleet, pages, runs_html
 from kplay.app.services.reconcile import Reconciler
 from kplay.app.services.records import DatabaseSink, reconcile_interrupted
 from kplay.app.services.runs import RunService
+from kplay.app.web import install_guards
 from kplay.config import Settings
 from kplay.kernels.catalog import load_catalog
 from kplay.workers.executor import Executor
@@ -50,12 +50,9 @@ def _install_timing(app: FastAPI) -> None:
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         started = time.perf_counter()
-        fresh = ensure_reader(request)
         response = await call_next(request)
         elapsed_ms = (time.perf_counter() - started) * 1000
         response.headers["Server-Timing"] = f"app;dur={elapsed_ms:.2f}"
-        if fresh:
-            remember_reader(request, response)
         return response
 
 
@@ -124,12 +121,13 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
         redoc_url=None,
     )
     app.state.services = services
-    app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+    app.mount("/static", PublicStaticFiles(directory=STATIC_DIR), name="static")
     app.include_router(pages.router)
     app.include_router(runs_html.router)
     app.include_router(api.router)
     app.include_router(fleet.router)
     _install_handlers(app)
+    install_guards(app, settings)
     _install_timing(app)
     return app
 

@@ -1,48 +1,130 @@
-"""Anonymous readers: one random id per browser, kept in a cookie.
+"""Anonymous readers: one random id per browser (or API client), in a signed session cookie.
 
-Until accounts exist, this is what makes a run history "mine" and what the per-user cap
-counts. The id carries no personal data and is not a credential.
+Until accounts exist, a reader is who owns a run: the only one who may read it and its
+source, whose history a cell shows, and whom the per-user cap and the rate limits count.
+The cookie carries the reader's full id (128 random bits) signed with the app's secret key
+(itsdangerous), so a reader can neither forge another's id nor guess one; a cookie that does
+not verify, or is older than `MAX_AGE_S`, is ignored and a new reader begins.
+
+Pages get a reader on their first visit. A JSON API client gets one the first time it does
+something that needs one (starts a run, lists a cell's runs) and the same cookie comes back
+in the answer: a client that keeps and returns it reads its own runs; one that does not is a
+new reader on every call and can read nothing it made.
 """
 
 from __future__ import annotations
 
-import re
-import uuid
+import secrets
+import time
 
-from fastapi import Request, Response
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+from starlette.datastructures import MutableHeaders
+from starlette.requests import HTTPConnection
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-COOKIE = "kplay_reader"
-_VALID = re.compile(r"^[a-f0-9]{32}$")
+COOKIE = "kplay_session"
 MAX_AGE_S = 400 * 24 * 3600
+# A cookie older than this is signed again on the next answer, so a returning reader's
+# session does not end MAX_AGE_S after the first visit.
+REFRESH_AFTER_S = 7 * 24 * 3600
+SALT = "kplay.reader-session"
+_FIELD = "reader"
 
 
-def _cookie(request: Request) -> str | None:
-    value = request.cookies.get(COOKIE)
-    return value if value and _VALID.match(value) else None
+_HEX = frozenset("0123456789abcdef")
 
 
-def ensure_reader(request: Request) -> bool:
-    """Give a page request a reader id; True when it is new and must be sent back.
+def _is_reader_id(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 32 and set(value) <= _HEX
 
-    JSON API and static requests get none: a script without the cookie is the shared
-    anonymous reader, so its runs and its history stay together.
+
+class ReaderSessions:
+    """Reads, makes and signs reader sessions; one per app, holding the app's signer."""
+
+    def __init__(self, secret: str, anonymous: str) -> None:
+        self._serializer = URLSafeTimedSerializer(secret, salt=SALT)
+        self.anonymous = anonymous
+
+    # ------------------------------------------------------------ reading
+
+    def _verified(self, conn: HTTPConnection) -> tuple[str, float] | None:
+        """(reader id, signing time) of a valid cookie; None when absent, forged or expired."""
+        raw = conn.cookies.get(COOKIE)
+        if not raw:
+            return None
+        try:
+            payload, signed_at = self._serializer.loads(
+                raw, max_age=MAX_AGE_S, return_timestamp=True
+            )
+        except BadSignature:  # also a bad or expired timestamp (SignatureExpired)
+            return None
+        reader = payload.get(_FIELD) if isinstance(payload, dict) else None
+        return (reader, signed_at.timestamp()) if _is_reader_id(reader) else None
+
+    def current(self, conn: HTTPConnection) -> str:
+        """This request's reader id, made (and marked to be sent back) when it has none."""
+        state = conn.state
+        reader = getattr(state, "reader", None)
+        if reader is not None:
+            return str(reader)
+        found = self._verified(conn)
+        if found is None:
+            reader, state.reader_send = secrets.token_hex(16), True
+        else:
+            reader, signed_at = found
+            state.reader_send = time.time() - signed_at > REFRESH_AFTER_S
+        state.reader = reader
+        return reader
+
+    def user(self, conn: HTTPConnection) -> str:
+        """The owner name runs are stored under: the anonymous name and the full reader id."""
+        return f"{self.anonymous}-{self.current(conn)}"
+
+    # ------------------------------------------------------------ answering
+
+    def set_cookie_header(self, conn: HTTPConnection) -> str | None:
+        """The Set-Cookie value to add to the answer, when the reader is new or due a refresh."""
+        state = conn.state
+        if not getattr(state, "reader_send", False):
+            return None
+        carrier = Response()
+        carrier.set_cookie(
+            COOKIE,
+            self._serializer.dumps({_FIELD: state.reader}),
+            max_age=MAX_AGE_S,
+            httponly=True,
+            samesite="lax",
+            secure=conn.url.scheme == "https",
+        )
+        return carrier.headers["set-cookie"]
+
+
+class ReaderCookieMiddleware:
+    """Gives every page request a reader, and sends the cookie back when it is new or old.
+
+    Pure ASGI: it reads the reader from the request and adds one header to the answer, and
+    never touches the body. JSON API and static requests get a reader only when a handler
+    asks for one (through `ReaderSessions.current`).
     """
-    if request.url.path.startswith(("/api/", "/static/")):
-        return False
-    existing = _cookie(request)
-    if existing:
-        request.state.reader = existing
-        return False
-    request.state.reader = uuid.uuid4().hex
-    return True
 
+    def __init__(self, app: ASGIApp, sessions: ReaderSessions) -> None:
+        self.app = app
+        self.sessions = sessions
 
-def remember_reader(request: Request, response: Response) -> None:
-    response.set_cookie(
-        COOKIE, request.state.reader, max_age=MAX_AGE_S, httponly=True, samesite="lax"
-    )
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        conn = HTTPConnection(scope)
+        if not conn.url.path.startswith(("/api/", "/static/")):
+            self.sessions.current(conn)
 
+        async def send_with_cookie(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                cookie = self.sessions.set_cookie_header(conn)
+                if cookie is not None:
+                    MutableHeaders(scope=message).append("set-cookie", cookie)
+            await send(message)
 
-def reader_name(request: Request, anonymous: str) -> str:
-    reader = getattr(request.state, "reader", None) or _cookie(request)
-    return f"{anonymous}-{reader[:12]}" if reader else anonymous
+        await self.app(scope, receive, send_with_cookie)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from platformdirs import user_cache_dir, user_data_dir
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from kplay.resources import data_dir
@@ -31,6 +31,11 @@ def default_database_url() -> str:
     # The folder is created when the engine is made, not here: reading settings has no effects.
     path = Path(user_data_dir(APP_DIR_NAME)) / "kplay.sqlite3"
     return f"sqlite:///{path}"
+
+
+def default_secret_key_path() -> Path:
+    """Where the web app keeps the session key it made itself (KPLAY_SECRET_KEY unset)."""
+    return Path(user_data_dir(APP_DIR_NAME)) / "secret_key"
 
 
 def _shown(text: str) -> dict[str, Any]:
@@ -258,6 +263,53 @@ class WebSettings(WorkerSettings):
     )
     history_limit: int = Field(default=20, ge=0, description="Attempts listed under a cell")
     log_level: str = Field(default="info", description="Logging level of uvicorn and the app")
+    secret_key: SecretStr | None = Field(
+        default=None,
+        description="Signs readers' session cookies; unset: a random key made at first start "
+        "and kept in secret_key (mode 0600) in the user data folder. Never passed to a child",
+        json_schema_extra=_shown("made at first start, kept in the user data folder"),
+    )
+    max_body_bytes: int | None = Field(
+        default=None,
+        gt=0,
+        description="Largest request body read (larger gets a 413 before any parsing); unset: "
+        "three times max_source_bytes plus 16 KiB, as form encoding can triple a source",
+        json_schema_extra=_shown("3 × max_source_bytes + 16384"),
+    )
+    run_rate_per_reader: str = Field(
+        default="20/minute",
+        description="Runs one reader (one session cookie) may start, as `N/second|minute|hour` "
+        "(several separated by ';')",
+    )
+    run_rate_per_ip: str = Field(
+        default="120/minute",
+        description="Runs one client address may start, whatever its cookies, in the same form",
+    )
+    rate_limit_storage: str = Field(
+        default="memory://",
+        description="Where the run-start counters live: memory:// (one web process) or a "
+        "redis:// URL shared by every web process",
+    )
+
+    @field_validator("run_rate_per_reader", "run_rate_per_ip")
+    @classmethod
+    def _a_rate(cls, value: str) -> str:
+        # Imported here: the engine's children read these settings and need no rate limiter.
+        from limits import parse_many
+
+        try:
+            parse_many(value)
+        except ValueError:
+            raise ValueError(
+                f"{value!r} is not a rate such as '20/minute' or '5/second;100/hour'"
+            ) from None
+        return value
+
+    def body_limit(self) -> int:
+        """The request-body limit in bytes: `max_body_bytes`, or one a largest source fits."""
+        if self.max_body_bytes is not None:
+            return self.max_body_bytes
+        return 3 * self.max_source_bytes + 16384
 
 
 # The name the web app has always used.

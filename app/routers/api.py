@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, Depends, HTTPException
 
 from kplay.app.deps import RunsDep, ServicesDep, UserDep
+from kplay.app.ratelimit import limit_run_starts
 from kplay.app.schemas import ErrorOut, ProblemSummary, RunCreate, RunCreated, RunOut, RunSummary
 from kplay.app.services.problems import problem_summaries, public_problem
 from kplay.app.services.runs import RunInputError, RunNotFound, RunRequest
@@ -16,9 +17,16 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     for code, text in (
         (400, "malformed JSON"),
         (404, "no such run, cell or problem"),
-        (413, "source larger than the limit"),
+        (413, "source or request body larger than the limit"),
         (422, "a field is missing or wrong; the message names it"),
     )
+}
+REFUSED: dict[int | str, dict[str, Any]] = {
+    429: {
+        "model": ErrorOut,
+        "description": "too many runs in flight for this reader, or started too quickly "
+        "(then with Retry-After)",
+    }
 }
 router = APIRouter(prefix="/api/v1", tags=["api"], responses=ERRORS)
 
@@ -27,7 +35,17 @@ def _input_error(exc: RunInputError) -> HTTPException:
     return HTTPException(status_code=exc.status, detail=exc.message)
 
 
-@router.post("/runs", status_code=201, response_model=RunCreated, summary="Submit a kernel")
+@router.post(
+    "/runs",
+    status_code=201,
+    response_model=RunCreated,
+    summary="Submit a kernel",
+    description="The run belongs to the reader of the session cookie sent with the request; "
+    "without one, a new session begins and its cookie comes back in the answer. Only that "
+    "session can read the run afterwards.",
+    responses=REFUSED,
+    dependencies=[Depends(limit_run_starts)],
+)
 def create_run(body: RunCreate, runs: RunsDep, user: UserDep) -> RunCreated:
     request = RunRequest(
         problem=body.problem,
@@ -51,10 +69,15 @@ def create_run(body: RunCreate, runs: RunsDep, user: UserDep) -> RunCreated:
     )
 
 
-@router.get("/runs/{run_id}", response_model=RunOut, summary="A run: state, progress, result")
-def get_run(run_id: str, runs: RunsDep) -> RunOut:
+@router.get(
+    "/runs/{run_id}",
+    response_model=RunOut,
+    summary="A run: state, progress, result",
+    description="Readable by the session that started it only; any other gets 404.",
+)
+def get_run(run_id: str, runs: RunsDep, user: UserDep) -> RunOut:
     try:
-        run, position = runs.watch(run_id)
+        run, position = runs.watch(run_id, user)
     except RunNotFound:
         raise HTTPException(status_code=404, detail=f"no run {run_id!r}") from None
     return RunOut.full(run, position)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
 from kplay.app.deps import RunsDep, ServicesDep, UserDep
+from kplay.app.ratelimit import limit_run_starts
 from kplay.app.render import render
 from kplay.app.services import views
 from kplay.app.services.launch_input import LaunchInputError, override_from_form
@@ -35,7 +36,9 @@ def _error_card(request: Request, services: ServicesDep, status: int, message: s
 
 
 @router.post(
-    "/cells/{cell_id}/runs", response_class=HTMLResponse, dependencies=[Depends(from_our_page)]
+    "/cells/{cell_id}/runs",
+    response_class=HTMLResponse,
+    dependencies=[Depends(from_our_page), Depends(limit_run_starts)],
 )
 def run_cell(
     cell_id: str,
@@ -65,14 +68,17 @@ def run_cell(
         return _error_card(request, services, 422, f"launch fields: {exc}")
     except RunInputError as exc:
         return _error_card(request, services, exc.status, exc.message)
-    card = views.run_card(runs, run.id)
+    card = views.run_card(runs, run.id, user)
     return render(request, services, "fragments/run_card.html", status_code=201, card=card)
 
 
 @router.get("/runs/{run_id}/card", response_class=HTMLResponse)
-def run_card(run_id: str, request: Request, services: ServicesDep, runs: RunsDep) -> Response:
+def run_card(
+    run_id: str, request: Request, services: ServicesDep, runs: RunsDep, user: UserDep
+) -> Response:
+    # Another reader's run is "no run", as is one that does not exist.
     try:
-        card = views.run_card(runs, run_id)
+        card = views.run_card(runs, run_id, user)
     except RunNotFound:
         return _error_card(request, services, 404, f"no run {run_id!r}")
     return render(request, services, "fragments/run_card.html", card=card)

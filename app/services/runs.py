@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -12,6 +13,7 @@ from kplay.app.book import Book, CellSpec
 from kplay.app.db.models import Run
 from kplay.app.db.session import Database
 from kplay.app.services import records
+from kplay.app.services.access import can_read
 from kplay.app.services.launch_input import LaunchInputError, check_override
 from kplay.config import Settings
 from kplay.kernels.models import LaunchOverride, RunJob, RunState
@@ -59,6 +61,10 @@ class RunService:
         self.catalog = catalog
         self.book = book
         self.settings = settings
+        # Counting a user's runs in flight and storing a new one happen under one lock, so two
+        # requests at once cannot both pass the cap (one web process; the distributed
+        # executor also enforces the cap in Redis, across processes).
+        self._admit = threading.Lock()
 
     # ------------------------------------------------------------ create
 
@@ -127,8 +133,10 @@ class RunService:
             state=RunState.queued.value,
             detail="waiting for a worker",
         )
-        with self.db.session() as s:
-            s.add(run)
+        with self._admit:
+            self._check_cap(user)
+            with self.db.session() as s:
+                s.add(run)
         try:
             self.executor.submit(job)
         except SubmitRefused as exc:
@@ -138,6 +146,28 @@ class RunService:
             message = f"could not hand the run to a worker: {type(exc).__name__}: {exc}"
             records.finish_synthetic(self.db, run, RunState.runtime_error, message)
         return self.get(run.id)
+
+    def in_flight(self, user: str) -> int:
+        """How many of `user`'s runs are queued or running, by the database."""
+        stmt = (
+            select(func.count())
+            .select_from(Run)
+            .where(Run.user == user, Run.state.in_(records.NON_FINAL))
+        )
+        with self.db.session() as s:
+            return int(s.scalar(stmt) or 0)
+
+    def _check_cap(self, user: str) -> None:
+        cap = self.settings.user_run_cap
+        if not cap:
+            return
+        active = self.in_flight(user)
+        if active >= cap:
+            raise RunInputError(
+                429,
+                f"you already have {active} runs queued or running (the limit is {cap}); "
+                "wait for one of them to finish",
+            )
 
     # ------------------------------------------------------------ read
 
@@ -166,9 +196,18 @@ class RunService:
             log.exception("wait_estimate_s failed for %s", run.id)
             return None
 
-    def watch(self, run_id: str) -> tuple[Run, int | None]:
-        """The run and its queue position; a run nobody works on any more is ended here."""
-        run = self.get(run_id)
+    def visible(self, run_id: str, viewer: str) -> Run:
+        """The run, when `viewer` may see it; RunNotFound otherwise, as for no such run."""
+        with self.db.session() as s:
+            run = s.get(Run, run_id)
+        if run is None or not can_read(run, viewer):
+            raise RunNotFound(f"no run {run_id!r}")
+        return run
+
+    def watch(self, run_id: str, viewer: str) -> tuple[Run, int | None]:
+        """The run (if `viewer` may see it) and its queue position; a run nobody works on any
+        more is ended here."""
+        run = self.visible(run_id, viewer)
         position = self.queue_position(run)
         quiet = records.age_s(run.updated_at)
         if (

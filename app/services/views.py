@@ -36,9 +36,9 @@ def _card(svc: RunService, run: Run, position: int | None, runs: list[Run], tota
     return card
 
 
-def run_card(svc: RunService, run_id: str) -> RunCard:
-    """The card of one run, in whatever state it is."""
-    run, position = svc.watch(run_id)
+def run_card(svc: RunService, run_id: str, viewer: str) -> RunCard:
+    """The card of one run, in whatever state it is; RunNotFound unless `viewer` may see it."""
+    run, position = svc.watch(run_id, viewer)
     if not is_final(run.state) or run.cell_id is None:
         return _card(svc, run, position, [run], 1)
     runs = svc.history(run.cell_id, run.user, limit=_window(svc))
@@ -69,7 +69,7 @@ def cell_view(
     total = svc.count(spec.id, user) if runs else 0
     card = None
     if runs:
-        latest, position = svc.watch(runs[0].id)  # may end a run nobody works on
+        latest, position = svc.watch(runs[0].id, user)  # may end a run nobody works on
         runs[0] = latest
         card = _card(svc, latest, position, runs, total)
     return CellView(

@@ -17,6 +17,7 @@ from kplay.app.main import create_app
 from kplay.config import Settings
 from tests.app.fakes import FakeExecutor
 
+TEST_SECRET_KEY = "test-only-session-key-0123456789abcdef"
 POSTGRES_URL = os.environ.get(
     "KPLAY_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
@@ -24,6 +25,14 @@ POSTGRES_URL = os.environ.get(
 
 def services_required() -> bool:
     return os.environ.get("KPLAY_REQUIRE_SERVICES") == "1"
+
+
+@pytest.fixture(autouse=True)
+def private_key_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An app made without KPLAY_SECRET_KEY keeps its key here, not in the user's data folder."""
+    path = tmp_path / "data" / "secret_key"
+    monkeypatch.setattr("kplay.app.sessionkey.default_secret_key_path", lambda: path)
+    return path
 
 
 @pytest.fixture
@@ -63,7 +72,8 @@ def database_url(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def make_settings(sqlite_url: str, tmp_path: Path) -> Callable[..., Settings]:
     def make(**overrides: object) -> Settings:
-        values: dict[str, object] = {"database_url": sqlite_url}
+        # A fixed key: the tests never make the key file in the user's data folder.
+        values: dict[str, object] = {"database_url": sqlite_url, "secret_key": TEST_SECRET_KEY}
         values.update(overrides)
         return Settings(**values)  # type: ignore[arg-type]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from kplay.app.readers import COOKIE
 from kplay.kernels.models import RunState
 from tests.app.fakes import FakeExecutor
 
@@ -20,7 +21,9 @@ def test_create_then_get(client: TestClient, executor: FakeExecutor) -> None:
     assert created.status_code == 201
     body = created.json()
     assert body["state"] == "done" and body["url"] == f"/api/v1/runs/{body['id']}"
-    assert executor.jobs[0].job_id == body["id"] and executor.jobs[0].user == "anonymous"
+    assert executor.jobs[0].job_id == body["id"]
+    # The run is the new session's, and the session's cookie came back with the answer.
+    assert executor.jobs[0].user.startswith("anonymous-") and COOKIE in client.cookies
     run = client.get(body["url"]).json()
     assert run["state"] == "done" and run["source"] == GOOD["source"]
     assert run["cell"] == "ch01-vadd-cpu" and run["chapter"] == "first-kernel-cpu"

@@ -16,6 +16,7 @@ from kplay.app.main import create_app
 from kplay.app.services.records import INTERRUPTED, DatabaseSink, reconcile_interrupted
 from kplay.config import Settings
 from kplay.kernels.models import ProgressEvent, RunJob, RunState
+from tests.app.conftest import TEST_SECRET_KEY
 from tests.app.fakes import FakeExecutor, correct_result, wrong_result
 
 GOOD = {
@@ -76,15 +77,17 @@ def test_results_are_recorded_with_nobody_watching(database_url: str) -> None:
 
 
 def test_runs_survive_a_restart_and_unfinished_ones_are_reconciled(database_url: str) -> None:
-    settings = Settings(database_url=database_url)
+    # The same key after the restart: the reader's session, and so its runs, carry over.
+    settings = Settings(database_url=database_url, secret_key=TEST_SECRET_KEY)
     first = FakeExecutor(hold=True)
     with TestClient(create_app(settings, first)) as client:
         done_id = client.post("/api/v1/runs", json=GOOD).json()["id"]
         first.release(done_id)
         stuck_id = client.post("/api/v1/runs", json=GOOD).json()["id"]
         first.progress(stuck_id, RunState.timing, "rep 12")
+        session = dict(client.cookies)
     assert first.stopped
-    with TestClient(create_app(settings, FakeExecutor())) as client:
+    with TestClient(create_app(settings, FakeExecutor()), cookies=session) as client:
         done = client.get(f"/api/v1/runs/{done_id}").json()
         stuck = client.get(f"/api/v1/runs/{stuck_id}").json()
         listed = client.get("/api/v1/cells/ch01-vadd-cpu/runs").json()
@@ -171,7 +174,9 @@ def test_history_is_per_user(database_url: str) -> None:
         assert client.get("/api/v1/cells/ch01-vadd-cpu/runs").json() == []
         client.post("/api/v1/runs", json=GOOD)
         assert len(client.get("/api/v1/cells/ch01-vadd-cpu/runs").json()) == 1
-    assert sorted(r.user for r in rows(database_url)) == ["alice", "bob"]
+    owners = sorted(r.user for r in rows(database_url))
+    assert [o.split("-")[0] for o in owners] == ["alice", "bob"]
+    assert all(len(o.split("-")[1]) == 32 for o in owners)  # the full reader id
 
 
 def test_nan_in_a_result_is_stored_and_served(database_url: str) -> None:

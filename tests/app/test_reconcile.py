@@ -16,6 +16,7 @@ from kplay.app.main import create_app
 from kplay.app.services.reconcile import LOST, end_vanished
 from kplay.config import Settings
 from kplay.kernels.models import RunState
+from tests.app.conftest import TEST_SECRET_KEY
 from tests.app.fakes import FakeExecutor, correct_result
 
 GOOD = {"problem": "vector_add", "backend": "numba-cpu", "source": "x = 1\n"}
@@ -92,13 +93,19 @@ def test_a_vanished_run_the_queue_refuses_ends_as_lost(database_url: str) -> Non
 
 
 def test_a_restart_in_distributed_mode_keeps_runs_that_are_alive(database_url: str) -> None:
-    settings = Settings(database_url=database_url, reconcile_quiet_s=0, reconcile_interval_s=60)
+    settings = Settings(
+        database_url=database_url,
+        reconcile_quiet_s=0,
+        reconcile_interval_s=60,
+        secret_key=TEST_SECRET_KEY,
+    )
     first = Remote()
     with TestClient(create_app(settings, first)) as client:
         alive = client.post("/api/v1/runs", json=GOOD).json()["id"]
         gone = client.post("/api/v1/runs", json=GOOD).json()["id"]
+        session = dict(client.cookies)
     second = Remote(vanished={gone})
-    with TestClient(create_app(settings, second)) as client:
+    with TestClient(create_app(settings, second), cookies=session) as client:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and not second.asked:
             time.sleep(0.05)

@@ -1,0 +1,160 @@
+"""Guards every request passes through: the body-size limit, the security headers, and which
+static files are served at all. Each is plain ASGI (or a StaticFiles rule), wired up by
+`kplay.app.web.install_guards`; docs/security.md, "The web layer", says what each is for.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import PurePosixPath
+
+from fastapi.staticfiles import StaticFiles
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+# What a page may load and from where: only this server's own scripts, styles, fonts and
+# images (data: images too, which the editor's stylesheet uses for its squiggly underlines).
+# No inline script, no inline style attribute, no eval, no plugin, and no framing.
+CONTENT_SECURITY_POLICY = "; ".join(
+    (
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "img-src 'self' data:",
+        "font-src 'self'",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    )
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cross-Origin-Opener-Policy": "same-origin",
+}
+
+# The static folders a page needs, as the wheel ships them (pyproject's package data for
+# kplay.static); plus the top-level images. Everything else under static/ (dev/, the
+# component gallery; editor/, the sources the editor bundle is built from) is not served.
+SERVED_FOLDERS = frozenset({"book", "css", "fonts", "js", "vendor"})
+SERVED_TOP_LEVEL_SUFFIXES = frozenset({".svg"})
+
+Refuse = Callable[[Request, int, str], Awaitable[Response]]
+
+
+class BodyTooLarge(HTTPException):
+    """A request body over the limit, found while it streamed in (no Content-Length)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(status_code=413, detail=too_large_message(limit))
+
+
+def too_large_message(limit: int) -> str:
+    return f"the request body is larger than the limit of {limit} bytes; send a smaller kernel"
+
+
+class BodyLimitMiddleware:
+    """Refuses a request body over `limit` bytes before anything parses it.
+
+    A Content-Length over the limit is answered 413 at once, without reading the body. A body
+    without one (chunked) is counted as it streams in: the chunk that crosses the limit
+    raises BodyTooLarge inside whatever is reading it, and the app's handler for it answers.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int, refuse: Refuse) -> None:
+        self.app = app
+        self.limit = limit
+        self.refuse = refuse
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None:
+            size = int(declared) if declared.strip().isdigit() else None
+            if size is None or size > self.limit:
+                status = 413 if size is not None else 400
+                message = (
+                    too_large_message(self.limit)
+                    if size is not None
+                    else f"Content-Length {declared!r} is not a number of bytes"
+                )
+                response = await self.refuse(Request(scope), status, message)
+                await response(scope, receive, send)
+                return
+        received = 0
+        started = False
+
+        async def counted_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise BodyTooLarge(self.limit)
+            return message
+
+        async def watched_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, watched_send)
+        except BodyTooLarge as exc:
+            # Normally the app's handler answers; this is for a reader outside its reach.
+            if started:
+                raise
+            response = await self.refuse(Request(scope), 413, str(exc.detail))
+            await response(scope, receive, send)
+
+
+class SecurityHeadersMiddleware:
+    """Adds SECURITY_HEADERS to every answer (an answer that sets one itself keeps its own)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    if name not in headers:
+                        headers[name] = value
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def is_served(path: str) -> bool:
+    """Whether a path under static/ (as StaticFiles normalises it) is public."""
+    parts = PurePosixPath(path.replace("\\", "/")).parts
+    if not parts or ".." in parts:
+        return False
+    if len(parts) == 1:
+        return PurePosixPath(parts[0]).suffix in SERVED_TOP_LEVEL_SUFFIXES
+    return parts[0] in SERVED_FOLDERS
+
+
+class PublicStaticFiles(StaticFiles):
+    """StaticFiles that answers 404 for anything under static/ a page does not need."""
+
+    def lookup_path(self, path: str) -> tuple[str, os.stat_result | None]:
+        if not is_served(path):
+            return "", None
+        return super().lookup_path(path)
