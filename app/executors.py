@@ -52,6 +52,7 @@ def make_executor(settings: Settings) -> Executor:
             job_timeout_s=settings.job_timeout_s,
             key_prefix=settings.key_prefix,
             user_run_cap=settings.user_run_cap,
+            result_key=settings.result_key,
         )
     from kplay.workers.limits import Limits
     from kplay.workers.local import LocalExecutor

@@ -165,7 +165,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from kplay.config import Settings
 
     overrides = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
-    serve(Settings(**overrides))
+    settings = Settings(**overrides)
+    if settings.broker_url:
+        # The distributed mode trusts no verdict it cannot check: refuse before serving.
+        from kplay.workers.signing import MissingResultKey, result_key
+
+        try:
+            result_key(settings)
+        except MissingResultKey as exc:
+            return _fail(str(exc))
+    serve(settings)
     return 0
 
 

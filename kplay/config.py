@@ -144,6 +144,12 @@ class WorkerSettings(EngineSettings):
         description="Every Redis key of the deployment starts with it (Celery's too), so "
         "deployments can share a Redis",
     )
+    result_key: SecretStr | None = Field(
+        default=None,
+        description="Distributed mode, required (web app and every worker, the same value): "
+        "the secret that signs every verdict and progress record on Redis; at least 32 "
+        "characters, e.g. from `python -c 'import secrets; print(secrets.token_hex(32))'`",
+    )
     user_run_cap: int = Field(
         default=5, ge=0, description="Runs one user may have queued or running at once (0: no cap)"
     )

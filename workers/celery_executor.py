@@ -4,8 +4,10 @@
 what would put a user over their cap, and sends the job. A consumer thread reads the
 deployment's result stream through a consumer group and hands events and verdicts to
 the sink; an entry is acknowledged only after the sink took it, so a web process that
-restarts (or dies) loses nothing: its pending entries are claimed again. The same
-thread runs the janitor (workers.recovery) and survives Redis restarts with backoff.
+restarts (or dies) loses nothing: its pending entries are claimed again. An entry not
+signed with the deployment's result key (workers.signing) is logged and dropped: it
+never updates a run. The same thread runs the janitor (workers.recovery) and survives
+Redis restarts with backoff.
 """
 
 from __future__ import annotations
@@ -20,15 +22,17 @@ from collections import Counter
 from typing import Any
 
 import redis
+from pydantic import SecretStr
 
 from kplay.kernels.models import RunJob
 from kplay.workers.celery_app import DEFAULT_QUEUES, TASK_NAME, WorkerConfig, make_celery
 from kplay.workers.executor import Executor, ResultSink, SubmitRefused
 from kplay.workers.fleet import live_workers, mean_job_s, snapshot, wait_estimate_s, workers_for
 from kplay.workers.fleet_models import FleetSnapshot
-from kplay.workers.jobstore import Finished, JobStore, connect, decode_entry
+from kplay.workers.jobstore import Finished, JobStore, connect
 from kplay.workers.plan import device_kind
 from kplay.workers.recovery import Janitor
+from kplay.workers.signing import Signer
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +66,7 @@ class CeleryExecutor(Executor):
         *,
         key_prefix: str | None = None,
         user_run_cap: int | None = None,
+        result_key: SecretStr | str | None = None,
         consumer_name: str | None = None,
         claim_idle_s: float = 30.0,
         janitor_interval_s: float = 2.0,
@@ -72,9 +77,12 @@ class CeleryExecutor(Executor):
             "job_timeout_s": job_timeout_s,
             "key_prefix": key_prefix,
             "user_run_cap": user_run_cap,
+            "result_key": SecretStr(result_key) if isinstance(result_key, str) else result_key,
         }
         base = config or WorkerConfig()
         self.config = base.model_copy(update={k: v for k, v in given.items() if v is not None})
+        # Raises MissingResultKey: without the key no verdict could be trusted.
+        self.signer = Signer.for_settings(self.config)
         self.celery = make_celery(self.config)
         self.store = self._new_store()
         self.consumer = consumer_name or f"{socket.gethostname()}-{os.getpid()}"
@@ -92,6 +100,7 @@ class CeleryExecutor(Executor):
             self.config.key_prefix,
             self.config.ticket_ttl_s,
             self.config.result_ttl_s,
+            signer=self.signer,
         )
 
     # ------------------------------------------------------------ Executor
@@ -294,7 +303,7 @@ class CeleryExecutor(Executor):
     def _deliver_entry(self, entry_id: str, fields: dict[str, Any] | None) -> bool:
         """True when the entry is dealt with (delivered, unreadable, or given up on)."""
         try:
-            item = decode_entry(fields or {})
+            item = self.store.decode_entry(fields or {})  # None for an unsigned or forged one
         except ValueError:
             log.error("dropped an unreadable result-stream entry %s", entry_id)
             return True

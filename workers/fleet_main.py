@@ -26,6 +26,7 @@ from kplay.kernels.hardware import GpuFacts, HostFacts
 from kplay.workers.celery_app import WorkerConfig
 from kplay.workers.fleet_models import WorkerInfo
 from kplay.workers.plan import WorkerSpec, plan_workers, select_gpus
+from kplay.workers.signing import MissingResultKey, Signer
 
 log = logging.getLogger("kplay.worker")
 
@@ -212,6 +213,11 @@ def main(args: argparse.Namespace) -> int:
             "kplay worker: set KPLAY_BROKER_URL to the Redis URL, e.g. redis://localhost:6379/0",
             file=sys.stderr,
         )
+        return 2
+    try:
+        Signer.for_settings(config)
+    except MissingResultKey as exc:
+        print(f"kplay worker: {exc}", file=sys.stderr)
         return 2
     host = hardware.host()
     try:

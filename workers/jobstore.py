@@ -9,6 +9,10 @@ cap) and the recent job durations per queue (wait estimates).
 
 The final result is written at most once: the first verdict wins, so a job that was
 delivered twice, or ended by the janitor while a late worker finished it, reports one.
+
+Every verdict and event is signed (workers.signing) and read back only when its
+signature holds: a record that someone with access to Redis wrote without the result key
+is logged and ignored, and a forged verdict stored first does not keep the real one out.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 import redis
 
 from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
+from kplay.workers.signing import Signer
 
 STREAM_MAXLEN = 100_000
 DURATIONS_KEPT = 50
@@ -48,8 +53,8 @@ return -1
 
 _FINISH = """
 if not redis.call('SET', KEYS[1], ARGV[2], 'NX', 'EX', ARGV[3]) then return 0 end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*',
-           'kind', 'result', 'job_id', ARGV[1], 'worker', ARGV[5], 'data', ARGV[2])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], '*', 'kind', 'result',
+           'job_id', ARGV[1], 'worker', ARGV[5], 'data', ARGV[8], 'sig', ARGV[9])
 redis.call('DEL', KEYS[3])
 redis.call('SREM', KEYS[4], ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[1])
@@ -59,6 +64,11 @@ if ARGV[6] ~= '' then
   redis.call('LTRIM', KEYS[7], 0, tonumber(ARGV[7]) - 1)
 end
 return 1
+"""
+
+_DELETE_IF_SAME = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
 """
 
 
@@ -119,20 +129,26 @@ def user_key(job: RunJob) -> str:
 
 
 class JobStore:
+    """`signer` is needed by whatever writes or reads verdicts and events; the fleet
+    registry and the queues work without it."""
+
     def __init__(
         self,
         client: redis.Redis,
         prefix: str,
         ticket_ttl_s: int = 86400,
         result_ttl_s: int = 7 * 86400,
+        signer: Signer | None = None,
     ) -> None:
         # Any: redis-py's annotations ignore decode_responses (every reply here is str).
         self.r: Any = client
         self.keys = Keys(prefix)
         self.ticket_ttl_s = ticket_ttl_s
         self.result_ttl_s = result_ttl_s
+        self._signer = signer
         self._admit = client.register_script(_ADMIT)
         self._finish = client.register_script(_FINISH)
+        self._delete_if_same = client.register_script(_DELETE_IF_SAME)
 
     # ------------------------------------------------------------ web side
 
@@ -210,15 +226,46 @@ class JobStore:
         return len(gone)
 
     def finished(self, job_id: str) -> Finished | None:
+        """The job's stored verdict; None when there is none, or none signed with our key."""
         raw = self.r.get(self.keys.result(job_id))
-        if raw is None:
+        return None if raw is None else self._stored(job_id, raw)
+
+    def _stored(self, job_id: str, raw: str) -> Finished | None:
+        try:
+            record = json.loads(raw)
+            data, sig = record["data"], record["sig"]
+        except (ValueError, TypeError, KeyError):
+            data, sig = None, None
+        return self._open_result(job_id, data, sig)
+
+    def decode_entry(self, fields: dict[str, Any]) -> ProgressEvent | Finished | None:
+        """One stream entry as the event or verdict it carries; None when there is none or
+        it is not signed with our key. Raises ValueError for a signed entry it cannot read."""
+        if not fields.get("data"):
             return None
-        envelope = json.loads(raw)
-        return Finished(
-            RunResult.model_validate(envelope["result"]),
-            envelope.get("worker"),
-            envelope.get("finished_at"),
-        )
+        job_id, data, sig = fields.get("job_id"), fields["data"], fields.get("sig")
+        if fields.get("kind") != "event":
+            return self._open_result(job_id, data, sig)
+        if not self.signer.check("event", job_id, data, sig):
+            return None
+        event = ProgressEvent.model_validate_json(data)
+        # Signed under its job id, so a mismatch is a bug, never an attack: still dropped.
+        return event if event.job_id == job_id else None
+
+    def _open_result(self, job_id: object, data: object, sig: object) -> Finished | None:
+        if not self.signer.check("result", job_id, data, sig):
+            return None
+        envelope = json.loads(str(data))
+        result = RunResult.model_validate(envelope["result"])
+        if result.job_id != job_id:
+            return None
+        return Finished(result, envelope.get("worker"), envelope.get("finished_at"))
+
+    @property
+    def signer(self) -> Signer:
+        if self._signer is None:
+            raise RuntimeError("this job store has no result key: it cannot sign or check")
+        return self._signer
 
     def recent_durations(self, queue: str) -> list[float]:
         raw = self.r.lrange(self.keys.durations(queue), 0, -1)
@@ -256,13 +303,15 @@ class JobStore:
         pipe.execute()
 
     def publish_event(self, event: ProgressEvent, worker: str) -> None:
+        data = event.model_dump_json()
         self.r.xadd(
             self.keys.stream,
             {
                 "kind": "event",
                 "job_id": event.job_id,
                 "worker": worker,
-                "data": event.model_dump_json(),
+                "data": data,
+                "sig": self.signer.sign("event", event.job_id, data),
             },
             maxlen=STREAM_MAXLEN,
             approximate=True,
@@ -285,27 +334,33 @@ class JobStore:
             "result": result.model_dump(mode="json"),
         }
         job_id = result.job_id
-        outcome = self._finish(
-            keys=[
-                k.result(job_id),
-                k.stream,
-                k.ticket(job_id),
-                k.active(user),
-                k.queued(queue),
-                k.running,
-                k.durations(queue),
-            ],
-            args=[
-                job_id,
-                json.dumps(envelope),
-                self.result_ttl_s,
-                STREAM_MAXLEN,
-                worker,
-                "" if duration_s is None else f"{duration_s:.3f}",
-                DURATIONS_KEPT,
-            ],
-        )
+        data = json.dumps(envelope)
+        sig = self.signer.sign("result", job_id, data)
+        record = json.dumps({"data": data, "sig": sig})
+        keys = [
+            k.result(job_id),
+            k.stream,
+            k.ticket(job_id),
+            k.active(user),
+            k.queued(queue),
+            k.running,
+            k.durations(queue),
+        ]
+        duration = "" if duration_s is None else f"{duration_s:.3f}"
+        args = [job_id, record, self.result_ttl_s, STREAM_MAXLEN, worker, duration]
+        args += [DURATIONS_KEPT, data, sig]
+        outcome = self._finish(keys=keys, args=args)
+        if not outcome and self._drop_forged(job_id):
+            outcome = self._finish(keys=keys, args=args)  # once: the forged one is gone
         return bool(outcome)
+
+    def _drop_forged(self, job_id: str) -> bool:
+        """Remove a stored verdict that is not signed with our key; True if one was."""
+        key = self.keys.result(job_id)
+        raw = self.r.get(key)
+        if raw is None or self._stored(job_id, raw) is not None:
+            return False
+        return bool(self._delete_if_same(keys=[key], args=[raw]))
 
     def finish_lost(self, job_id: str, ticket: dict[str, str], message: str, worker: str) -> bool:
         """End a job nobody will finish, from what its ticket remembers."""
@@ -319,18 +374,3 @@ class JobStore:
         return self.finish(
             result, user=ticket.get("user", ANONYMOUS), queue=ticket.get("queue", ""), worker=worker
         )
-
-
-def decode_entry(fields: dict[str, Any]) -> ProgressEvent | Finished | None:
-    """One stream entry as the event or the verdict it carries; None if unreadable."""
-    data = fields.get("data")
-    if not data:
-        return None
-    if fields.get("kind") == "event":
-        return ProgressEvent.model_validate_json(data)
-    envelope = json.loads(data)
-    return Finished(
-        RunResult.model_validate(envelope["result"]),
-        envelope.get("worker"),
-        envelope.get("finished_at"),
-    )

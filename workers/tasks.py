@@ -44,6 +44,7 @@ from kplay.workers.jobstore import JobStore, connect, user_key
 from kplay.workers.limits import Limits
 from kplay.workers.recovery import LOST_TWICE
 from kplay.workers.runner import WorkerPool, failure_result
+from kplay.workers.signing import MissingResultKey, Signer
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,12 @@ class Runtime:
             raise RuntimeError("KPLAY_BROKER_URL is not set")
         self.config = config
         self.store = JobStore(
-            connect(config.broker_url), config.key_prefix, config.ticket_ttl_s, config.result_ttl_s
+            connect(config.broker_url),
+            config.key_prefix,
+            config.ticket_ttl_s,
+            config.result_ttl_s,
+            # The key stays in this process: the evaluation children never receive it.
+            signer=Signer.for_settings(config),
         )
         self.info = worker_info(config)
         self.worker_id = self.info.id
@@ -225,6 +231,17 @@ def runtime() -> Runtime:
     if _runtime is None:
         _runtime = Runtime(WorkerConfig())
     return _runtime
+
+
+@signals.worker_init.connect
+def _refuse_without_key(**_: Any) -> None:
+    """A worker that could not sign its verdicts must not take jobs off the queue."""
+    try:
+        Signer.for_settings(WorkerConfig())
+    except MissingResultKey as exc:
+        log.critical("%s", exc)
+        # SystemExit, unlike an Exception, is not swallowed by Celery's signal dispatch.
+        raise SystemExit(f"kplay worker: {exc}") from None
 
 
 @signals.worker_process_init.connect

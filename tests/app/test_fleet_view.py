@@ -40,7 +40,8 @@ def test_no_executor_yet_means_starting() -> None:
 def test_an_unreachable_queue_is_said_not_raised() -> None:
     from kplay.workers.celery_executor import CeleryExecutor
 
-    executor = CeleryExecutor(_dead_redis_url())  # never started: nothing runs in the background
+    # Never started: nothing runs in the background.
+    executor = CeleryExecutor(_dead_redis_url(), result_key="k" * 32)
     try:
         assert isinstance(executor, FleetAware) and isinstance(executor, Reconciling)
         snap = fleet_snapshot(executor)

@@ -11,6 +11,7 @@ even on a shared Redis.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -31,6 +32,8 @@ from tests.conftest import skip_or_fail
 Emit = Callable[[ProgressEvent], None]
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = "tests.workers.celery_support:target"
+# The deployments' result key (KPLAY_RESULT_KEY): workers and executors of the tests share it.
+RESULT_KEY = secrets.token_hex(32)
 
 
 # ---------------------------------------------------------------- evaluation target
@@ -182,6 +185,7 @@ class Deployment:
             **os.environ,
             "KPLAY_BROKER_URL": url,
             "KPLAY_KEY_PREFIX": self.prefix,
+            "KPLAY_RESULT_KEY": RESULT_KEY,
             "KPLAY_EVAL_TARGET": TARGET,
             "KPLAY_HEARTBEAT_INTERVAL_S": "0.5",
             "KPLAY_HEARTBEAT_TTL_S": "2.5",
@@ -192,7 +196,11 @@ class Deployment:
             "KPLAY_CACHE_DIR": str(logs / "cache"),
         }
         self.config = WorkerConfig(
-            broker_url=url, key_prefix=self.prefix, heartbeat_ttl_s=2.5, user_run_cap=0
+            broker_url=url,
+            key_prefix=self.prefix,
+            result_key=RESULT_KEY,
+            heartbeat_ttl_s=2.5,
+            user_run_cap=0,
         )
 
     def executor(self, sink: RecordingSink | None = None, **kwargs: Any) -> Any:

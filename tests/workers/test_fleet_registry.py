@@ -13,7 +13,13 @@ from kplay.kernels.models import Ceilings, RunResult, RunState
 from kplay.workers.fleet import Heartbeat, live_workers, snapshot
 from kplay.workers.fleet_models import Clocks, LiveFacts, QueueState, WorkerInfo
 from kplay.workers.jobstore import JobStore, connect
-from tests.workers.celery_support import job, redis_base_fixture, wait_for  # noqa: F401
+from kplay.workers.signing import Signer
+from tests.workers.celery_support import (  # noqa: F401
+    RESULT_KEY,
+    job,
+    redis_base_fixture,
+    wait_for,
+)
 
 pytestmark = pytest.mark.redis
 
@@ -21,7 +27,7 @@ pytestmark = pytest.mark.redis
 @pytest.fixture
 def store(redis_base: str) -> Iterator[JobStore]:
     prefix = f"kplaytest-{uuid.uuid4().hex[:10]}"
-    s = JobStore(connect(f"{redis_base}/0"), prefix)
+    s = JobStore(connect(f"{redis_base}/0"), prefix, signer=Signer(RESULT_KEY.encode(), prefix))
     yield s
     keys = list(s.r.scan_iter(match=f"{prefix}*", count=500))
     if keys:

@@ -13,6 +13,7 @@ from kplay.kernels.models import RunJob, RunResult, RunState
 from kplay.workers.celery_app import WorkerConfig
 from kplay.workers.tasks import Runtime
 from tests.workers.celery_support import (  # noqa: F401 - fixtures
+    RESULT_KEY,
     RedisServer,
     free_port,
     job,
@@ -28,6 +29,7 @@ def _runtime(url: str, publish_retry_s: float) -> Runtime:
         key_prefix=f"kplaytest-{uuid.uuid4().hex[:10]}",
         publish_retry_s=publish_retry_s,
         worker_id="cpu@publish",
+        result_key=RESULT_KEY,
     )
     return Runtime(config, with_pool=False)
 
