@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from platformdirs import user_cache_dir, user_data_dir
 from pydantic import Field, SecretStr, field_validator
@@ -217,6 +217,45 @@ class WorkerSettings(EngineSettings):
     worker_info: str | None = Field(
         default=None,
         description="Set by `kplay worker` for each worker process: its device facts, as JSON",
+    )
+    sandbox: Literal["auto", "required", "off"] = Field(
+        default="auto",
+        description="Evaluation children in a bubblewrap sandbox (no network, a read-only view "
+        "of the host, a system-call filter): auto where it works, required refuses to start "
+        "without it, off runs plain processes (trusted local use only)",
+    )
+    sandbox_bwrap: Path | None = Field(
+        default=None,
+        description="The bubblewrap binary (an unpacked one on a host without the package)",
+        json_schema_extra=_shown("bwrap on PATH"),
+    )
+    sandbox_tmp_mb: int = Field(
+        default=1024,
+        gt=0,
+        description="MiB of each sandbox's private /tmp (its home, caches and job folders) and "
+        "of its /dev/shm, both held in memory",
+    )
+    sandbox_max_tasks: int = Field(
+        default=1024,
+        gt=0,
+        description="Processes and threads one sandbox may hold (its cgroup's pids.max, and "
+        "RLIMIT_NPROC where the worker's account is not root)",
+    )
+    sandbox_cgroup: Path | None = Field(
+        default=None,
+        description="A delegated cgroup v2 folder to make one group per sandbox in (memory.max, "
+        "pids.max); unset: the worker's own cgroup, where it can hand controllers down",
+        json_schema_extra=_shown("the worker's own cgroup"),
+    )
+    sandbox_ro_paths: str = Field(
+        default="",
+        description="More host folders shown read-only in every sandbox (a CUDA toolkit outside "
+        "/usr, say), separated by the path separator",
+    )
+    sandbox_shared_dirs: str = Field(
+        default="",
+        description="Host folders shown read-write in every sandbox, through which children "
+        "could exchange files: for tests and debugging, never on a public instance",
     )
 
 

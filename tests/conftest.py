@@ -2,7 +2,7 @@
 
 A test that needs a service (Redis, PostgreSQL, Chromium, a GPU) skips with the reason
 on a developer's machine; with KPLAY_REQUIRE_SERVICES=1 (set by CI) the skip of a
-`redis`, `postgres` or `browser` test becomes a failure.
+`redis`, `postgres`, `browser` or `sandbox` (bubblewrap) test becomes a failure.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 # imports numba.cuda or triton.
 prepare_cpu_fallbacks()
 
-REQUIRED_MARKERS = {"redis", "postgres", "browser"}
+REQUIRED_MARKERS = {"redis", "postgres", "browser", "sandbox"}
 
 
 def services_required() -> bool:
@@ -38,6 +38,13 @@ def skip_or_fail(reason: str) -> None:
     if services_required():
         pytest.fail(f"required service missing: {reason}")
     pytest.skip(reason)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _children_share_the_test_folder(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # Tests hand evaluation children paths under pytest's temporary folder (gates,
+    # rendezvous marks); a sandboxed child sees them only in a folder shared with it.
+    os.environ["KPLAY_SANDBOX_SHARED_DIRS"] = str(tmp_path_factory.getbasetemp())
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -13,7 +13,6 @@ import logging
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -26,15 +25,18 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
+from kplay.workers.box import Box
 from kplay.workers.channel import BadMessage, Channel, ChannelClosed
 from kplay.workers.limits import (
     Limits,
     breached_limit,
     child_env,
+    describe_bytes,
     output_tail,
-    rss_bytes,
     signal_message,
 )
+from kplay.workers.proctree import Usage
+from kplay.workers.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +66,13 @@ class Child:
     """One evaluation child, owned by one caller at a time."""
 
     def __init__(
-        self, limits: Limits, target: str, warm: bool, cache_dir: Path, describe: bool = False
+        self,
+        limits: Limits,
+        target: str,
+        warm: bool,
+        cache_dir: Path,
+        describe: bool = False,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.limits = limits
         self.machine: dict[str, Any] | None = None
@@ -73,28 +81,23 @@ class Child:
         self.jobs_done = 0
         self.healthy = True
         self.closing = False  # set by the pool when it kills children on close
-        self._rss_at_start = 0
+        self._used_at_start = Usage()
         self._chan, theirs = _socket_pair()
+        child_limits = sandbox.child_limits(limits) if sandbox is not None else limits
         config = {
             "target": target,
             "warm": warm,
             "describe": describe,
-            "limits": limits.model_dump(mode="json"),
+            "limits": child_limits.model_dump(mode="json"),
         }
         # -P keeps the private directory (cwd) off sys.path; -s skips the user's site dir.
         argv = [sys.executable, "-P", "-s", "-m", "kplay.workers.child", str(theirs.fileno())]
         try:
             with open(self.output, "ab") as out:
-                self.proc = subprocess.Popen(
-                    [*argv, json.dumps(config)],
-                    cwd=self.home,
-                    env=child_env(limits, self.home, cache_dir),
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=out,
-                    pass_fds=(theirs.fileno(),),
-                    start_new_session=True,
+                self.box = _launch(
+                    [*argv, json.dumps(config)], self.home, out, theirs, limits, cache_dir, sandbox
                 )
+            self.proc = self.box.proc
         except OSError:
             self._chan.close()
             shutil.rmtree(self.home, ignore_errors=True)
@@ -131,7 +134,7 @@ class Child:
     def execute(self, job: RunJob, on_event: EventCallback | None) -> RunResult:
         """Run one job to a final result; never raises for anything the job does."""
         self._truncate_output()
-        self._rss_at_start = rss_bytes(self.pid) or 0
+        self._used_at_start = self.box.begin_job(self.limits.memory_bytes)
         start = time.monotonic()
         # Every message about this job must carry the nonce; nothing written before the job
         # was handed over, or by an earlier job, can.
@@ -141,6 +144,9 @@ class Child:
             result = self._follow(job, nonce, on_event, start)
         except _Stop as stop:
             result = failure_result(job, stop.message, stop.state)
+        # Nothing a job started outlives it: compilers, background processes, daemons.
+        if not self.exited():
+            self.box.sweep()
         wall_ms = (time.monotonic() - start) * 1000.0
         self.jobs_done += 1
         return self._finish(job, result, wall_ms)
@@ -201,7 +207,8 @@ class Child:
         """The checks only the parent can make; raises _Stop to end the job."""
         if self.exited() and not self._poll_or_reject(0):
             raise _Stop(RunState.runtime_error, self._death_message())
-        broken = breached_limit(self.limits, self.pid, self.output, deadline, self._rss_at_start)
+        spent = self.box.usage() - self._used_at_start
+        broken = breached_limit(self.limits, self.output, deadline, spent)
         if broken is not None:
             self.kill()
             raise _Stop(*broken)
@@ -231,9 +238,13 @@ class Child:
             self.kill()
             return "the worker process stopped answering and was killed"
         self.kill()  # reaps it, and ends anything it started
-        code = self.proc.returncode
+        code = self.box.exit_code()
         if self.closing:
             return "the worker pool was shut down while the job ran"
+        if self.box.ran_out_of_memory() and self.limits.memory_bytes is not None:
+            return f"used more than {describe_bytes(self.limits.memory_bytes)} of host memory"
+        if code is None:
+            return "the worker process ended without a status"
         if code >= 0:
             return f"the worker process exited with status {code} before it sent a result"
         return signal_message(-code, self.limits)
@@ -314,11 +325,9 @@ class Child:
         return True
 
     def kill(self) -> None:
-        """Kill the child's whole process group (it leads its own session), then reap it."""
+        """Kill every process of the child (its sandbox, or its process group), then reap it."""
         self.healthy = False
-        if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.pid, signal.SIGKILL)
+        self.box.kill()
         try:
             self.proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
@@ -331,8 +340,36 @@ class Child:
                 self._chan.send({"type": "stop"}, timeout_s=1.0)
             self._wait_exit(2.0)
         self.kill()  # also takes down anything it left behind in its group
+        self.box.close()
         self._chan.close()
         shutil.rmtree(self.home, ignore_errors=True)
+
+
+def _launch(
+    command: list[str],
+    home: Path,
+    out: Any,
+    theirs: socket.socket,
+    limits: Limits,
+    cache_dir: Path,
+    sandbox: Sandbox | None,
+) -> Box:
+    """Start the child in `sandbox`, or as a plain process leading its own session."""
+    fd = theirs.fileno()
+    if sandbox is not None:
+        env = sandbox.child_env(limits)
+        return sandbox.start(command, env=env, output=out, cwd=home, pass_fds=(fd,))
+    proc = subprocess.Popen(
+        command,
+        cwd=home,
+        env=child_env(limits, home, cache_dir),
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=out,
+        pass_fds=(fd,),
+        start_new_session=True,
+    )
+    return Box(proc)
 
 
 def _socket_pair() -> tuple[Channel, socket.socket]:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kplay.config import EngineSettings, WorkerSettings
 from kplay.kernels.models import RunState
+from kplay.workers.proctree import Usage
 
 MIB = 1024 * 1024
 # The defaults a pool shares with the settings that configure it (kplay.config).
@@ -85,8 +86,11 @@ class Limits(BaseModel):
     # Largest single file a child may write (RLIMIT_FSIZE): a backstop for the disk.
     file_bytes: int | None = Field(default=256 * MIB, gt=0)
     # RLIMIT_NPROC counts every process and thread of the user account, not of the child,
-    # so it only makes sense when workers run under an account of their own.
+    # so it only makes sense when workers run under an account of their own, or in the
+    # sandbox, whose user namespace counts its own tasks (sandbox_max_tasks is used there).
     max_processes: int | None = Field(default=None, gt=0)
+    # RLIMIT_NOFILE: open file descriptors per process.
+    open_files: int | None = Field(default=4096, gt=0)
     # A warm child is replaced after this many jobs, so state one job left behind
     # cannot linger for long. 1 gives every job a fresh process.
     jobs_per_child: int | None = Field(default=_DEFAULTS["jobs_per_child"].default, gt=0)
@@ -143,29 +147,48 @@ def child_env(
 
 
 def apply_static_limits(limits: Limits) -> None:
-    """Limits that hold for the child's whole life; called first thing in the child."""
+    """Limits that hold for the child's whole life; called first thing in the child.
+
+    Soft and hard alike: without privileges a process can lower its hard limits but never
+    raise them again, so learner code cannot lift these for itself or for later jobs.
+    """
     _set(resource.RLIMIT_CORE, 0)
     if limits.file_bytes is not None:
         _set(resource.RLIMIT_FSIZE, limits.file_bytes)
     if limits.max_processes is not None:
         _set(resource.RLIMIT_NPROC, limits.max_processes)
+    if limits.open_files is not None:
+        _set(resource.RLIMIT_NOFILE, limits.open_files)
+
+
+_jobs_budgeted = 0
 
 
 def set_cpu_budget(limits: Limits) -> None:
     """Give the next job `cpu_seconds` more than the process has used so far.
 
     RLIMIT_CPU counts the whole life of the process; moving the soft limit before each
-    job keeps a warm child's earlier jobs and warm-up from eating into the budget.
+    job keeps a warm child's earlier jobs and warm-up from eating into the budget. Learner
+    code may raise the soft limit up to the hard one, so the hard limit is the child's
+    lifetime budget, `cpu_seconds` for each job it has left, lowered as it ages; and the
+    parent measures every job's CPU time over all of the child's processes
+    (`breached_limit`), which no code in the child can change.
     """
+    global _jobs_budgeted
     if limits.cpu_seconds is None:
         return
     usage = resource.getrusage(resource.RUSAGE_SELF)
     used = int(usage.ru_utime + usage.ru_stime) + 1
     _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if limits.jobs_per_child is not None:
+        left = max(1, limits.jobs_per_child - _jobs_budgeted)
+        lifetime = used + limits.cpu_seconds * left
+        hard = lifetime if hard == resource.RLIM_INFINITY else min(hard, lifetime)
     soft = used + limits.cpu_seconds
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    _jobs_budgeted += 1
 
 
 def cap_address_space(limits: Limits, has_gpu: bool) -> int | None:
@@ -184,10 +207,11 @@ def cap_address_space(limits: Limits, has_gpu: bool) -> int | None:
 
 
 def _set(which: int, value: int) -> None:
+    """Soft and hard limit to `value` (never above the hard limit already in force)."""
     _, hard = resource.getrlimit(which)
     if hard != resource.RLIM_INFINITY:
         value = min(value, hard)
-    resource.setrlimit(which, (value, hard))
+    resource.setrlimit(which, (value, value))
 
 
 # ---------------------------------------------------------------- read from /proc
@@ -222,7 +246,7 @@ def signal_message(signum: int, limits: Limits) -> str:
         name = f"signal {signum}"
     text = (signal.strsignal(signum) or name).lower()
     if signum == signal.SIGXCPU and limits.cpu_seconds is not None:
-        return f"used more than {limits.cpu_seconds} s of CPU time (signal {name})"
+        return f"{cpu_message(limits.cpu_seconds)} (signal {name})"
     if signum == signal.SIGXFSZ and limits.file_bytes is not None:
         size = describe_bytes(limits.file_bytes)
         return f"wrote a file larger than {size} (signal {name})"
@@ -250,17 +274,21 @@ def output_tail(path: Path, limit: int) -> str:
 
 
 def breached_limit(
-    limits: Limits, pid: int, output: Path, deadline: float, rss_at_start: int = 0
+    limits: Limits, output: Path, deadline: float, spent: Usage | None = None
 ) -> tuple[RunState, str] | None:
     """The limit a running child has broken, judged from outside it, or None.
 
-    Resident memory is read from /proc because RLIMIT_AS cannot be used with CUDA.
+    `spent` is what the job has used so far over all of the child's processes: CPU time
+    and the growth of resident memory (read from /proc, as RLIMIT_AS cannot be used with
+    CUDA; from the cgroup where the sandbox has one).
     """
-    if limits.memory_bytes is not None:
-        rss = rss_bytes(pid)
-        if rss is not None and rss - rss_at_start > limits.memory_bytes:
+    if spent is not None and limits.memory_bytes is not None:
+        if spent.rss_bytes > limits.memory_bytes:
             words = describe_bytes(limits.memory_bytes)
             return RunState.runtime_error, f"used more than {words} of host memory"
+    if spent is not None and limits.cpu_seconds is not None:
+        if spent.cpu_s > limits.cpu_seconds:
+            return RunState.runtime_error, cpu_message(limits.cpu_seconds)
     try:
         printed = output.stat().st_size
     except OSError:
@@ -274,3 +302,7 @@ def breached_limit(
             "finish (an endless loop, a deadlock, or far too much work)"
         )
     return None
+
+
+def cpu_message(cpu_seconds: int) -> str:
+    return f"used more than {cpu_seconds} s of CPU time"

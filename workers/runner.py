@@ -29,6 +29,7 @@ from kplay.workers.childproc import (
     failure_result,
 )
 from kplay.workers.limits import Limits
+from kplay.workers.sandbox import SandboxConfig, SandboxStatus, prepare
 
 log = logging.getLogger(__name__)
 
@@ -64,11 +65,17 @@ class WorkerPool:
         *,
         describe: bool = False,
         spares: int = 0,
+        sandbox: SandboxConfig | None = None,
     ) -> None:
         if size < 1:
             raise ValueError("a worker pool needs at least one child")
         if spares < 0:
             raise ValueError("spares cannot be negative")
+        # KPLAY_SANDBOX and friends unless `sandbox` says otherwise; SandboxUnavailable
+        # where it is required and cannot be had. `sandbox` is what the app reports: where
+        # it is not active, children are plain processes (trusted local mode).
+        self.sandbox: SandboxStatus
+        self._sandbox, self.sandbox = prepare(sandbox)
         self.spares = spares if warm else 0
         self.describe = describe
         # What the latest child to start reported about the machine (with `describe`).
@@ -143,6 +150,8 @@ class WorkerPool:
             self._idle.put(None)  # wakes callers waiting for a child
         if self._own_cache:
             shutil.rmtree(self.cache_dir, ignore_errors=True)
+        if self._sandbox is not None:
+            self._sandbox.close()
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -198,7 +207,9 @@ class WorkerPool:
         try:
             # One description is enough; later children skip the backend imports it needs.
             describe = self.describe and self.machine is None
-            child = Child(self.limits, self.target, self.warm, self.cache_dir, describe)
+            child = Child(
+                self.limits, self.target, self.warm, self.cache_dir, describe, self._sandbox
+            )
         except OSError as exc:
             raise ChildStartError(f"could not start an evaluation process: {exc}") from exc
         with self._lock:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -18,6 +19,9 @@ Emit = Callable[[ProgressEvent], None]
 
 _warmed = False
 _poisoned = False
+# Which process answered: in a sandbox every evaluator is pid 2 of its own namespace, so
+# the pid alone cannot tell two children apart.
+ME = f"{os.getpid()}.{secrets.token_hex(4)}"
 
 
 def warm_up() -> None:
@@ -47,7 +51,7 @@ def ok(job: RunJob, emit: Emit) -> RunResult:
     if job.source.startswith("gate:"):
         return gate(job, emit)
     print(f"ok {job.job_id}", flush=True)
-    return _result(job, message=f"pid={os.getpid()} warmed={_warmed}")
+    return _result(job, message=f"pid={ME} warmed={_warmed}")
 
 
 def hang(job: RunJob, emit: Emit) -> RunResult:
@@ -119,7 +123,7 @@ def burn_cpu(job: RunJob, emit: Emit) -> RunResult:
 def poison(job: RunJob, emit: Emit) -> RunResult:
     global _poisoned
     _poisoned = True
-    return _result(job, RunState.runtime_error, message=f"context poisoned in {os.getpid()}")
+    return _result(job, RunState.runtime_error, message=f"context poisoned in {ME}")
 
 
 def exits(job: RunJob, emit: Emit) -> RunResult:
@@ -132,7 +136,7 @@ def raises(job: RunJob, emit: Emit) -> RunResult:
 
 def sleep_briefly(job: RunJob, emit: Emit) -> RunResult:
     time.sleep(0.5)
-    return _result(job, message=f"pid={os.getpid()}")
+    return _result(job, message=f"pid={ME}")
 
 
 def announce_then_hang(job: RunJob, emit: Emit) -> RunResult:
@@ -147,7 +151,7 @@ def rendezvous(job: RunJob, emit: Emit) -> RunResult:
         pass
     for _ in range(200):
         if len(os.listdir(folder)) >= 2:
-            return _result(job, message=f"pid={os.getpid()}")
+            return _result(job, message=f"pid={ME}")
         time.sleep(0.01)
     return _result(job, RunState.wrong, message="the other job never started")
 
@@ -158,7 +162,7 @@ def gate(job: RunJob, emit: Emit) -> RunResult:
     emit(ProgressEvent(job_id=job.job_id, state=RunState.compiling, detail="waiting at the gate"))
     for _ in range(3000):
         if os.path.exists(path):
-            return _result(job, message=f"pid={os.getpid()}")
+            return _result(job, message=f"pid={ME}")
         time.sleep(0.01)
     return _result(job, RunState.wrong, message="the gate never opened")
 

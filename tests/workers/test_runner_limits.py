@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kplay.kernels.models import RunResult, RunState
+from kplay.workers import sandbox_view
 from kplay.workers.limits import Limits, child_env
 from kplay.workers.runner import WorkerPool
 from tests.workers.runner_support import FUNCS, SMALL, job, pid_of
@@ -149,7 +150,12 @@ def test_cpu_time_limit() -> None:
     with WorkerPool(1, limits, target=f"{FUNCS}:burn_cpu") as p:
         result = p.run(job())
     assert result.state is RunState.runtime_error
-    assert result.message == "used more than 1 s of CPU time (signal SIGXCPU)"
+    # The parent's measure of the job's CPU time, or the child's own RLIMIT_CPU: whichever
+    # comes first.
+    assert result.message in (
+        "used more than 1 s of CPU time",
+        "used more than 1 s of CPU time (signal SIGXCPU)",
+    )
 
 
 # ---------------------------------------------------------------- events and environment
@@ -181,7 +187,9 @@ def test_child_sees_a_scrubbed_environment(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("NUMBA_CACHE_DIR", "/somewhere/else")
     with WorkerPool(1, SMALL, target=f"{FUNCS}:environment") as p:
         seen = json.loads(p.run(job()).message or "{}")
-        cache_dir = p.cache_dir
+        # A sandboxed child keeps its home and its caches in its own private /tmp.
+        sandboxed = p.sandbox.active
+        cache_dir = sandbox_view.CACHE if sandboxed else p.cache_dir
     env, cwd = seen["env"], Path(seen["cwd"])
     for secret in ("KPLAY_DATABASE_URL", "KPLAY_BROKER_URL", "AWS_SECRET_ACCESS_KEY"):
         assert secret not in env
@@ -190,10 +198,14 @@ def test_child_sees_a_scrubbed_environment(monkeypatch: pytest.MonkeyPatch) -> N
     assert env["NUMBA_CACHE_DIR"] == str(cache_dir / "numba")
     assert env["TRITON_CACHE_DIR"] == str(cache_dir / "triton")
     home = Path(env["HOME"])
-    assert home.name.startswith("kplay-child-")
+    if sandboxed:
+        assert home == sandbox_view.HOME
+        assert env["KPLAY_CACHE_DIR"] == str(sandbox_view.ENGINE_CACHE)
+    else:
+        assert home.name.startswith("kplay-child-")
+        assert not home.exists()  # removed when the pool closed
     # Each job works in a fresh directory inside the child's private one.
     assert cwd.parent == home and Path(env["TMPDIR"]) == cwd
-    assert not home.exists()  # removed when the pool closed
 
 
 def test_child_env_is_an_allow_list(tmp_path: Path) -> None:
