@@ -3,8 +3,8 @@
 Numba and Triton cells run in the evaluation child's interpreter, where the channel's fd
 number is in sys.argv. Each target here writes on it what an attacker would; the job's
 `source` picks the attack ("forgers.run" dispatches), and "honest" is a plain passing job
-whose message starts with the child's pid. Sources with a path ("...:PATH") leave a mark
-at PATH once the attack has been written, so a test knows when it is on the wire.
+whose message ends with "honest". Sources with a path ("...:PATH") leave a mark at PATH
+once the attack has been written, so a test knows when it is on the wire.
 """
 
 from __future__ import annotations

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from kplay.kernels.models import RunResult, RunState
+from kplay.kernels.models import RunState
 from kplay.workers.channel import BadMessage, Channel, ChannelClosed
 from kplay.workers.childproc import UNEXPECTED_MESSAGE
 from kplay.workers.runner import WorkerPool
 from tests.workers.celery_support import wait_for
-from tests.workers.runner_support import SMALL, job, pid_of
+from tests.workers.runner_support import SMALL, job
 
 FORGERS = "tests.workers.forgers:run"
 
@@ -101,18 +101,31 @@ def pool() -> Iterator[WorkerPool]:
         yield p
 
 
-def _gone(pid: str) -> bool:
+def _gone(pid: int) -> bool:
+    """Whether the child with this (host) pid is dead and reaped."""
     try:
-        os.kill(int(pid), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     return False
 
 
-def _honest(pool: WorkerPool) -> RunResult:
+def _only_child(pool: WorkerPool) -> int:
+    """The host pid of the pool's one child (the parent's view: a sandbox may renumber)."""
+
+    def one() -> int | None:
+        pids = pool.pids()
+        return pids[0] if len(pids) == 1 else None
+
+    return int(wait_for(one, 30, "the pool's one child"))
+
+
+def _honest(pool: WorkerPool) -> int:
+    """Run an honest job; the pid of the child that ran it."""
     result = pool.run(job("honest"))
     assert result.state is RunState.done, result
-    return result
+    assert result.message is not None and result.message.endswith("honest")
+    return _only_child(pool)
 
 
 @pytest.mark.parametrize(
@@ -129,13 +142,14 @@ def _honest(pool: WorkerPool) -> RunResult:
 def test_a_message_outside_the_protocol_kills_the_child_and_is_not_reported(
     pool: WorkerPool, attack: str
 ) -> None:
-    victim = pid_of(_honest(pool))
+    victim = _honest(pool)
     attacked = pool.run(job(attack))
     # Not the forged "done", nor the honest "wrong" the child would have sent after it.
     assert attacked.state is RunState.runtime_error, attacked
     assert attacked.message == UNEXPECTED_MESSAGE
     assert _gone(victim)
-    assert pid_of(_honest(pool)) != victim
+    # The next job gets its true verdict, from a fresh child.
+    assert _honest(pool) != victim
 
 
 @pytest.mark.parametrize("attack", ["queue-after-result", "queue-stolen-after-result"])
@@ -145,22 +159,22 @@ def test_a_message_queued_after_the_result_never_reaches_the_next_job(
     mark = tmp_path / "written"
     first = pool.run(job(f"{attack}:{mark}"))
     assert first.state is RunState.wrong  # its own verdict, sent before the attack
+    writer = _only_child(pool)
     wait_for(mark.exists, 10, "the queued message")
     # Even with the right nonce of the job before: the message waits while no job runs,
     # so the child is killed and a fresh one takes the next job.
-    after = _honest(pool)
-    assert pid_of(after) != pid_of(first)
-    wait_for(lambda: _gone(pid_of(first)), 5, "the idle writer to be killed")
+    assert _honest(pool) != writer
+    assert _gone(writer)
 
 
 def test_a_second_result_for_the_same_job_retires_the_child(pool: WorkerPool) -> None:
     # Learner code that reads the nonce off the stack can still speak for its own job
     # while it shares the child's interpreter; the real result then follows as a second
     # one, and the child must not serve another job.
-    victim = pid_of(_honest(pool))
+    victim = _honest(pool)
     pool.run(job("second-result"))
     time.sleep(0.5)  # the real result is on the wire by now
-    assert pid_of(_honest(pool)) != victim
+    assert _honest(pool) != victim
     assert _gone(victim)
 
 
