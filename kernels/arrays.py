@@ -74,6 +74,16 @@ class ArrayOps:
         else:
             dev.copy_(self._torch.from_numpy(host.copy()))
 
+    def flat(self, dev: Any) -> Any:
+        """A one-dimensional view of a contiguous device array (same memory)."""
+        if self.kind in (ArrayKind.torch_cuda, ArrayKind.torch_cpu):
+            return dev.view(-1)
+        return dev.reshape(-1)
+
+    def put(self, flat: Any, positions: Any, values: Any) -> None:
+        """flat[positions] = values where the array lives; both made by to_device()."""
+        flat[positions] = values
+
     def as_cupy(self, dev: Any) -> Any:
         """A CuPy view of a device array (zero copy), for library baselines."""
         if self.kind is ArrayKind.cupy:

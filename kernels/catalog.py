@@ -12,7 +12,7 @@ from types import ModuleType
 from pydantic import ValidationError
 
 from kplay.kernels import formula
-from kplay.kernels.problem import ProblemSpec, backend_for_path
+from kplay.kernels.problem import CHEAT_VERDICTS, ProblemSpec, backend_for_path, declared_verdict
 
 PROBLEMS_DIR = Path(str(files("kplay.kernels"))) / "problems"
 
@@ -117,6 +117,30 @@ def _check_spec(spec: ProblemSpec, folder: Path) -> None:
             raise ProblemLoadError(folder / "starter", backend, "no starter file for backend")
 
 
+def _check_cheats(spec: ProblemSpec, folder: Path) -> None:
+    """Every file under solutions/cheating/ runs on a backend of the problem and declares
+    the verdict the harness must give it."""
+    cheating = folder / "solutions" / "cheating"
+    if not cheating.is_dir():
+        return
+    for path in sorted(cheating.iterdir()):
+        if path.name == "__pycache__":
+            continue
+        backend = backend_for_path(path)
+        if backend not in spec.backends:
+            raise ProblemLoadError(
+                path, None, f"not a solution file for backends {', '.join(spec.backends)}"
+            )
+        verdict = declared_verdict(path)
+        if verdict not in CHEAT_VERDICTS:
+            raise ProblemLoadError(
+                path,
+                "kplay-expect",
+                f"a cheating kernel declares the verdict it must get, one of "
+                f"{', '.join(CHEAT_VERDICTS)} (found {verdict!r})",
+            )
+
+
 def load_problem(folder: Path | str) -> ProblemSpec:
     folder = Path(folder)
     toml_path = folder / "problem.toml"
@@ -127,6 +151,7 @@ def load_problem(folder: Path | str) -> ProblemSpec:
         first = exc.errors()[0]
         raise ProblemLoadError(toml_path, _field_path(first["loc"]), first["msg"]) from None
     _check_spec(spec, folder)
+    _check_cheats(spec, folder)
     spec._folder = folder.resolve()
     spec._reference = _load_reference(_reference_path(spec, folder), spec.slug)
     spec._borrowed = _borrowed_solutions(spec, folder)

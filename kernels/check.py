@@ -96,15 +96,24 @@ def _memo_key(kind: str, problem: ProblemSpec, params: dict[str, Any], seed: int
 
 
 def expected_outputs(
-    problem: ProblemSpec, params: dict[str, Any], seed: int, inputs: dict[str, Any]
+    problem: ProblemSpec,
+    params: dict[str, Any],
+    seed: int,
+    inputs: dict[str, Any],
+    memoise: bool = True,
 ) -> dict[str, Any]:
-    """The reference's outputs for the inputs generated from `seed` (memoised)."""
+    """The reference's outputs for the inputs generated from `seed`.
+
+    Memoised only when `memoise` says the seed can come back (a public seed): a secret
+    seed is drawn once, and its entries would only push useful ones out of the memo.
+    """
     key = _memo_key("out", problem, params, seed)
-    hit = MEMO.get(key)
+    hit = MEMO.get(key) if memoise else None
     if hit is not None:
         return hit
     out = problem.reference.reference(dict(inputs), dict(params))
-    MEMO.put(key, out)
+    if memoise:
+        MEMO.put(key, out)
     return dict(out)
 
 
@@ -112,14 +121,17 @@ def shape_of(problem: ProblemSpec, name: str, params: dict[str, int | float]) ->
     return tuple(formula.evaluate_int(d, params) for d in problem.arg(name).shape)
 
 
-def generate_inputs(problem: ProblemSpec, params: dict[str, Any], seed: int) -> dict[str, Any]:
-    """The case's inputs drawn from `seed` (memoised, read-only arrays)."""
+def generate_inputs(
+    problem: ProblemSpec, params: dict[str, Any], seed: int, memoise: bool = True
+) -> dict[str, Any]:
+    """The case's inputs drawn from `seed` (memoised where `memoise`; read-only then)."""
     key = _memo_key("in", problem, params, seed)
-    hit = MEMO.get(key)
+    hit = MEMO.get(key) if memoise else None
     if hit is not None:
         return hit
     inputs = _generate(problem, params, seed)
-    MEMO.put(key, inputs)
+    if memoise:
+        MEMO.put(key, inputs)
     return dict(inputs)
 
 
@@ -140,9 +152,18 @@ def _generate(problem: ProblemSpec, params: dict[str, Any], seed: int) -> dict[s
     return inputs
 
 
-def prepare(problem: ProblemSpec, case: Case, ops: ArrayOps, seed: int) -> PreparedCase:
+def prepare(
+    problem: ProblemSpec,
+    case: Case,
+    ops: ArrayOps,
+    seed: int,
+    memoise: bool = True,
+    host: dict[str, Any] | None = None,
+) -> PreparedCase:
+    """Device arguments for `case`: inputs drawn from `seed` (or `host`), poisoned outputs."""
     params = dict(case.params)
-    host = generate_inputs(problem, params, seed)
+    if host is None:
+        host = generate_inputs(problem, params, seed, memoise)
     prepared = PreparedCase(case=case, host_inputs=host, device={}, args=[], seed=seed)
     for arg in problem.args:
         if arg.role == "param":
@@ -204,7 +225,7 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, tol: Tolerance) ->
     worst_abs = float(diff[finite].max()) if finite.any() else None
     rel = diff[finite] / np.maximum(scale[finite], 1e-30)
     worst_rel = float(rel.max()) if rel.size else None
-    idx = np.unravel_index(int(np.argmax(bad)), bad.shape)
+    idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape))
     g, e = float(got64[idx]), float(exp64[idx])
     unwritten = " (never written: still NaN)" if np.isnan(g) else ""
     return {
@@ -303,9 +324,10 @@ def run_case(
     ops: ArrayOps,
     launch: Callable[[list[Any]], None],
     seed: int,
+    memoise: bool = True,
 ) -> tuple[CaseCheck, PreparedCase]:
-    prepared = prepare(problem, case, ops, seed)
+    prepared = prepare(problem, case, ops, seed, memoise)
     launch(prepared.args)
     ops.synchronize()
-    expected = expected_outputs(problem, dict(case.params), seed, prepared.host_inputs)
+    expected = expected_outputs(problem, dict(case.params), seed, prepared.host_inputs, memoise)
     return verify(problem, prepared, ops, expected), prepared

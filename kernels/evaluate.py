@@ -46,6 +46,7 @@ from kplay.kernels.models import (
 )
 from kplay.kernels.perf import measure
 from kplay.kernels.problem import ProblemSpec
+from kplay.kernels.seeds import RunSeeds
 from kplay.kernels.sysinfo import system_info
 
 Emit = Callable[[ProgressEvent], None]
@@ -179,8 +180,10 @@ def evaluate(job: RunJob, emit: Emit | None = None) -> RunResult:
             ok=False, log=str(exc), diagnostics=[Diagnostic(line=line, message=str(exc))]
         )
         return run.result(RunState.compile_error, str(exc), compile=stage)
+    # Drawn here, in the harness, before the learner's module is loaded; never recorded.
+    seeds = RunSeeds.for_job(job)
     with tempfile.TemporaryDirectory(prefix="kplay-") as tmp:
-        return _evaluate_in(run, problem, backend, cap, plan, Path(tmp))
+        return _evaluate_in(run, problem, backend, cap, plan, Path(tmp), seeds)
 
 
 def _line_of(text: str) -> int | None:
@@ -195,10 +198,11 @@ def _evaluate_in(
     cap: Capability,
     plan: launch_mod.LaunchPlan,
     workdir: Path,
+    seeds: RunSeeds,
 ) -> RunResult:
     job = run.job
     stage, kernel = _compile_cached(backend, job.source, plan.kernel, workdir)
-    system = system_info(backend, cap, job.seed)
+    system = system_info(backend, cap, seeds.base if seeds.public else None)
     if not stage.ok:
         first = stage.diagnostics[0].message if stage.diagnostics else "compilation failed"
         return run.result(RunState.compile_error, first, compile=stage, system=system)
@@ -215,7 +219,8 @@ def _evaluate_in(
     if mismatch:
         stage.diagnostics.append(Diagnostic(message=mismatch))
         return run.result(RunState.compile_error, mismatch, compile=stage, system=system)
-    return _KernelRun(run, problem, backend, cap, plan, kernel, stage, system).check_and_time()
+    kernel_run = _KernelRun(run, problem, backend, cap, plan, kernel, stage, system, seeds)
+    return kernel_run.check_and_time()
 
 
 # Re-running the same source in a warm worker skips the compiler (and the JIT).
@@ -249,6 +254,7 @@ class _KernelRun:
     kernel: CompiledKernel
     stage: CompileStage
     system: SystemInfo
+    seeds: RunSeeds
 
     def result(
         self,
@@ -291,7 +297,7 @@ class _KernelRun:
     def _check(self, ops: ArrayOps) -> CheckStage | RunResult:
         """Every test case in order, up to the first wrong one; a result if the run ends here."""
         global _POISONED
-        job, problem = self.run.job, self.problem
+        problem = self.problem
         self.run.emit(RunState.checking)
         cases: list[CaseCheck] = []
         skipped = 0
@@ -302,7 +308,9 @@ class _KernelRun:
                     continue
                 self.run.emit(RunState.checking, f"case {case.name} ({i + 1}/{len(problem.tests)})")
                 launch = self.launch_for(case.params)
-                check, _ = run_case(problem, case, ops, launch, job.seed + case.seed)
+                seed = self.seeds.case(case)
+                check, _ = run_case(problem, case, ops, launch, seed, self.seeds.memoise)
+                check.seed = self.seeds.shown(case)
                 cases.append(check)
                 if not check.ok:
                     break
@@ -329,19 +337,27 @@ class _KernelRun:
         return CheckStage(ok=all(c.ok for c in cases), cases=cases, message=note)
 
     def _time(self, ops: ArrayOps, check_stage: CheckStage) -> RunResult:
-        """Time the benchmark case, re-check its output, and place it on the roofline."""
+        """Time the benchmark case, re-check it, place it on the roofline and judge the time."""
         global _POISONED
         self.run.emit(RunState.timing)
         try:
-            timing, roofline, recheck = measure(
+            measured = measure(
                 self.problem, self.backend, self.kernel, self.plan, ops, self.run.job,
-                self.launch_for,
+                self.launch_for, self.seeds,
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001
             if ops.on_gpu:
                 _POISONED = True
             return self.result(
                 RunState.runtime_error, f"during timing: {_learner_trace(exc)}", check=check_stage
+            )
+        timing, recheck = measured.timing, measured.recheck
+        if measured.repetition is not None:
+            check_stage.ok = False
+            check_stage.recheck_ok = False
+            check_stage.cases.append(measured.repetition)
+            return self.result(
+                RunState.wrong, measured.repetition.message or "", check=check_stage, timing=timing
             )
         check_stage.recheck_ok = recheck.ok
         if not recheck.ok:
@@ -353,9 +369,14 @@ class _KernelRun:
                 check=check_stage,
                 timing=timing,
             )
-        return self.result(
-            RunState.done, "Correct.", check=check_stage, timing=timing, roofline=roofline
-        )
+        stages = {"check": check_stage, "timing": timing, "roofline": measured.roofline}
+        if measured.too_fast is not None:
+            message = f"Not verified: {measured.too_fast}."
+            return self.result(RunState.suspicious, message, **stages)
+        result = self.result(RunState.done, "Correct.", **stages)
+        # Public seeds were known to the kernel; a time never judged proves nothing.
+        result.verified = measured.judged and not self.seeds.public
+        return result
 
 
 def _merge_report(stage: CompileStage, kernel: CompiledKernel) -> None:

@@ -24,6 +24,8 @@ class RunState(StrEnum):
     runtime_error = "runtime_error"
     timeout = "timeout"
     rejected = "rejected"
+    # Checked and timed, but faster than the device it ran on allows: kept out of rankings.
+    suspicious = "suspicious"
 
     @property
     def is_final(self) -> bool:
@@ -38,6 +40,7 @@ FINAL_STATES = frozenset(
         RunState.runtime_error,
         RunState.timeout,
         RunState.rejected,
+        RunState.suspicious,
     }
 )
 
@@ -71,7 +74,11 @@ class RunJob(_Model):
     cell: str | None = None
     mode: Mode = "full"
     launch: LaunchOverride | None = None
+    # The base of the problem's public seeds (each case adds its own). A real run ignores it
+    # and draws secret seeds; public_seeds asks for the public ones instead, to show a
+    # reader the failing case again (such a run is never verified: see RunResult.verified).
     seed: int = 0
+    public_seeds: bool = False
     # Upper bound on the time spent in the adaptive timing loop of one case.
     timing_cap_s: float = 0.3
     # The benchmark case to time, by name; None: the problem's first one for the backend.
@@ -130,6 +137,8 @@ class CaseCheck(_Model):
     expected: float | None = None
     got: float | None = None
     message: str | None = None
+    # The seed of the inputs, only where it is public (RunJob.public_seeds); None for secret.
+    seed: int | None = None
 
 
 class CheckStage(_Model):
@@ -168,6 +177,12 @@ class TimingStage(_Model):
     clocks_after: ClockReading | None = None
     threads: int | None = None
     timer: str | None = None
+    # What the harness did around each repetition, outside the timed region: how many input
+    # sets it rotated through, in how many sets of buffers, and how many outputs it checked.
+    input_sets: int | None = None
+    buffer_sets: int | None = None
+    checked_reps: int | None = None
+    checked_policy: str | None = None
 
 
 # ---------------------------------------------------------------- roofline
@@ -188,6 +203,9 @@ class Ceilings(_Model):
     tf32_tc_flops_per_s: float | None = None
     measured_at: str | None = None
     notes: str | None = None
+    # The calibration's own spread: the largest relative IQR (IQR / median) among the
+    # timings it measured. None for datasheet figures and older calibrations.
+    spread: float | None = None
 
 
 class RooflineStage(_Model):
@@ -228,7 +246,10 @@ class SystemInfo(_Model):
     host: str | None = None
     cpu_count: int | None = None
     libraries: dict[str, str] = Field(default_factory=dict)
-    seed: int = 0
+    # The public base seed where the run used the problem's public seeds; None where its
+    # seeds were secret (drawn per run, never recorded).
+    seed: int | None = 0
+    seeds: Literal["public", "secret"] = "public"
 
 
 class RunResult(_Model):
@@ -244,6 +265,9 @@ class RunResult(_Model):
     system: SystemInfo | None = None
     output_tail: str | None = None
     wall_ms: float | None = None
+    # True only for a run that a ranking may take: done, timed on real hardware, on secret
+    # seeds, every checked repetition right, and within the device's ceilings.
+    verified: bool = False
 
 
 class ProgressEvent(_Model):

@@ -1,24 +1,27 @@
-"""The timed part of an evaluation: time the benchmark case, re-check it, place it.
+"""The timed part of an evaluation: time the benchmark case, re-check it, place it, judge it.
 
-The re-check runs twice after timing: once on the outputs of the last timed launch
-(races and stale reads show up under repetition) and once after fresh inputs were
-written into the same buffers (a kernel that caches results by address fails).
+Around every repetition the rotation (kernels.rotation) re-poisons the outputs, moves
+another input set into the inputs and checks the output. The re-check runs twice after
+timing: once on the buffers of the last timed launch (races and stale reads show up
+under repetition) and once after fresh inputs, from another seed, were written into the
+first buffers. Last, the time is compared with what the device allows
+(kernels.plausibility).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
-from kplay.kernels import formula, roofline, timing
-from kplay.kernels.arrays import ArrayOps, scalar
+from kplay.kernels import formula, plausibility, roofline, timing
+from kplay.kernels.arrays import ArrayOps
 from kplay.kernels.backends.base import Backend, CompiledKernel
-from kplay.kernels.check import expected_outputs, generate_inputs, prepare, reset_outputs, verify
+from kplay.kernels.check import expected_outputs, generate_inputs, verify
 from kplay.kernels.launch import LaunchPlan
 from kplay.kernels.models import CaseCheck, Ceilings, RooflineStage, RunJob, TimingStage
 from kplay.kernels.problem import Case, ProblemSpec
-
-RECHECK_SEED_OFFSET = 7919
+from kplay.kernels.rotation import RepetitionFailed, Rotation
+from kplay.kernels.seeds import RunSeeds
 
 
 def benchmark_cases(problem: ProblemSpec, backend_key: str) -> list[Case]:
@@ -36,8 +39,19 @@ def benchmark_case(problem: ProblemSpec, backend_key: str, name: str | None = No
     return found[0] if found else problem.benchmarks[0]
 
 
-def _copy(dst: Any, src: Any) -> None:
-    dst[...] = src
+@dataclass
+class Measured:
+    """What the timed part found: the timing, its place, and anything that disqualifies it."""
+
+    timing: TimingStage
+    roofline: RooflineStage | None
+    recheck: CaseCheck
+    # A checked repetition whose output was wrong (the run is wrong), and the reason a
+    # time is impossible on this device (the run is suspicious); None when neither.
+    repetition: CaseCheck | None = None
+    too_fast: str | None = None
+    # Whether the time was compared with the device's ceilings at all (none known: no).
+    judged: bool = False
 
 
 def measure(
@@ -48,70 +62,85 @@ def measure(
     ops: ArrayOps,
     job: RunJob,
     launch_for: Callable[[dict], Callable[[list], None]],
-) -> tuple[TimingStage, RooflineStage | None, CaseCheck]:
+    seeds: RunSeeds,
+) -> Measured:
+    from kplay.config import EngineSettings
+
     case = benchmark_case(problem, backend.key, job.benchmark)
-    prepared = prepare(problem, case, ops, job.seed + case.seed)
     launch = launch_for(case.params)
-    originals = {
-        a.name: ops.to_device(prepared.host_inputs[a.name])
-        for a in problem.args
-        if a.role == "inout"
-    }
-    zero_init = [prepared.device[n] for n in prepared.zero_init]
-
-    def before_rep() -> None:
-        for dev in zero_init:
-            ops.fill(dev, 0)
-        for name, orig in originals.items():
-            _copy(prepared.device[name], orig)
-
-    def run_once() -> None:
-        launch(prepared.args)
-
-    needs_reset = bool(zero_init or originals)
-    if ops.on_gpu:
-        stage = timing.time_gpu(
-            run_once, before_rep if needs_reset else None, cap_s=job.timing_cap_s
-        )
-    else:
-        stage = timing.time_cpu(
-            run_once,
-            before_rep if needs_reset else None,
-            cap_s=job.timing_cap_s,
-            threads=getattr(kernel, "threads", None),
-        )
+    budget = EngineSettings().rotation_budget_bytes
+    rotation = Rotation(problem, case, ops, launch, seeds, budget)
+    try:
+        if ops.on_gpu:
+            stage = timing.time_gpu(
+                rotation.launch,
+                rotation.before_rep,
+                cap_s=job.timing_cap_s,
+                after_rep=rotation.after_rep,
+            )
+        else:
+            stage = timing.time_cpu(
+                rotation.launch,
+                rotation.before_rep,
+                cap_s=job.timing_cap_s,
+                threads=getattr(kernel, "threads", None),
+                after_rep=rotation.after_rep,
+            )
+    except RepetitionFailed as failed:
+        stage = TimingStage(timed=False, untimed_reason="a timed repetition's output was wrong")
+        rotation.describe(stage)
+        return Measured(stage, None, failed.check, repetition=failed.check)
     stage.case = case.name
     stage.params = dict(case.params)
     ops.synchronize()
-    recheck = _recheck(problem, prepared, ops, launch, job.seed + case.seed)
-    place = _place(problem, case, stage, ops, backend)
-    if place is not None and ops.on_gpu:
+    rotation.describe(stage)
+    wrong_rep = rotation.failure()
+    if wrong_rep is not None:
+        return Measured(stage, None, wrong_rep, repetition=wrong_rep)
+    recheck = _recheck(problem, rotation, ops, launch, seeds, case)
+    ceilings = ceilings_for_run(ops)
+    place = _place(problem, case, stage, ceilings)
+    measured = Measured(stage, place, recheck)
+    if ceilings is not None and stage.median_us is not None:
+        measured.judged = True
+        measured.too_fast = plausibility.too_fast(
+            float(formula.evaluate(problem.flops, case.params)),
+            float(formula.evaluate(problem.bytes, case.params)),
+            stage.median_us,
+            ceilings,
+            problem.compute_ceiling,
+            cache_bytes=plausibility.cache_bytes(ops),
+            extra=plausibility.margin(),
+        )
+    if place is not None and ops.on_gpu and recheck.ok and measured.too_fast is None:
+        prepared, _ = rotation.last_launch()
         _add_baseline(problem, case, prepared, ops, place, stage, job)
-    return stage, place, recheck
+    return measured
 
 
-def _recheck(problem, prepared, ops, launch, seed) -> CaseCheck:  # type: ignore[no-untyped-def]
-    params = dict(prepared.case.params)
-    expected = expected_outputs(problem, params, prepared.seed, prepared.host_inputs)
+def _recheck(
+    problem: ProblemSpec,
+    rotation: Rotation,
+    ops: ArrayOps,
+    launch: Callable[[list], None],
+    seeds: RunSeeds,
+    case: Case,
+) -> CaseCheck:
+    """The last timed launch's buffers, then fresh inputs in the first buffers, checked."""
+    prepared, expected = rotation.last_launch()
     first = verify(problem, prepared, ops, expected)
     if not first.ok:
-        first.name = f"{prepared.case.name} (after timing)"
+        first.name = f"{case.name} (after timing)"
         return first
-    fresh_seed = seed + RECHECK_SEED_OFFSET
-    fresh = generate_inputs(problem, params, fresh_seed)
-    for arg in problem.args:
-        if arg.role in ("in", "inout"):
-            ops.copy_from_host(prepared.device[arg.name], fresh[arg.name])
-    prepared.host_inputs = fresh
-    prepared.seed = fresh_seed
-    for i, arg in enumerate(problem.args):
-        if arg.role == "scalar":
-            prepared.args[i] = scalar(fresh[arg.name], arg.dtype)
-    reset_outputs(prepared, ops, problem)
+    params = dict(case.params)
+    fresh_seed = seeds.recheck(case)
+    fresh = generate_inputs(problem, params, fresh_seed, seeds.memoise)
+    prepared = rotation.load_fresh(fresh, fresh_seed)
     launch(prepared.args)
     ops.synchronize()
-    second = verify(problem, prepared, ops, expected_outputs(problem, params, fresh_seed, fresh))
-    second.name = f"{prepared.case.name} (fresh inputs, same buffers)"
+    expected = expected_outputs(problem, params, fresh_seed, fresh, seeds.memoise)
+    second = verify(problem, prepared, ops, expected)
+    second.name = f"{case.name} (fresh inputs, same buffers)"
     return second
 
 
@@ -125,8 +154,7 @@ def ceilings_for_run(ops: ArrayOps) -> Ceilings | None:
     return cpu_ceilings()
 
 
-def _place(problem, case, stage, ops, backend) -> RooflineStage | None:  # type: ignore[no-untyped-def]
-    ceilings = ceilings_for_run(ops)
+def _place(problem, case, stage, ceilings) -> RooflineStage | None:  # type: ignore[no-untyped-def]
     if ceilings is None or stage.median_us is None:
         return None
     flops = float(formula.evaluate(problem.flops, case.params))

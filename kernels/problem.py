@@ -1,14 +1,17 @@
 """The problem schema (problem.toml) and its models.
 
 A problem is a folder `kernels/problems/<slug>/` holding `problem.toml`,
-`reference.py`, `starter/`, `solutions/correct/` and `solutions/wrong/`. An exercise
-that restates another problem borrows that problem's reference (`reference_from`) and
-any of its solution files (`[[solutions_from]]`) instead of carrying copies.
+`reference.py`, `starter/`, `solutions/correct/` and `solutions/wrong/`, and optionally
+`solutions/cheating/`: kernels that try to fool the harness, each named for its trick and
+declaring the verdict the harness must give it (see CHEAT_VERDICTS). An exercise that
+restates another problem borrows that problem's reference (`reference_from`) and any of
+its solution files (`[[solutions_from]]`) instead of carrying copies.
 The loader in `kernels.catalog` validates folders against these models.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
@@ -18,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 BACKEND_KEYS = ("cuda", "numba-cuda", "triton", "numba-cpu")
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "uint32", "uint8")
 CEILING_NAMES = ("fp32", "fp64", "fp16_tc", "bf16_tc", "tf32_tc")
+SolutionKind = Literal["correct", "wrong", "cheating"]
 
 
 class _Strict(BaseModel):
@@ -180,7 +184,7 @@ class ProblemSpec(_Strict):
     def starter(self, backend: str) -> str:
         return self.starter_path(backend).read_text()
 
-    def solutions(self, kind: Literal["correct", "wrong"]) -> list[tuple[str, Path]]:
+    def solutions(self, kind: SolutionKind) -> list[tuple[str, Path]]:
         """(backend, path) of each solution file, backend read from the file's suffix.
 
         The folder's own files and those borrowed through `solutions_from`, by file name.
@@ -195,7 +199,7 @@ class ProblemSpec(_Strict):
                 out.append((backend, path))
         return out
 
-    def solution_path(self, kind: Literal["correct", "wrong"], name: str) -> Path:
+    def solution_path(self, kind: SolutionKind, name: str) -> Path:
         """The path of one solution file by name, wherever its one copy lives."""
         for _backend, path in self.solutions(kind):
             if path.name == name:
@@ -204,6 +208,19 @@ class ProblemSpec(_Strict):
 
     def public_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+# What a cheating kernel must end as, declared in its file as `kplay-expect: <verdict>`:
+# wrong (a check of its output catches it), suspicious (its time is impossible), or done
+# (the harness leaves the trick nothing to exploit, so the kernel does its work honestly).
+CHEAT_VERDICTS = ("wrong", "suspicious", "done")
+_EXPECT = re.compile(r"kplay-expect:\s*([a-z_-]+)")
+
+
+def declared_verdict(path: Path) -> str | None:
+    """The verdict a cheating kernel's file declares, or None when it declares none."""
+    match = _EXPECT.search(path.read_text(encoding="utf-8", errors="replace"))
+    return match.group(1) if match else None
 
 
 # File naming: <anything>.cu is CUDA C++; Python files end in .numba_cuda.py,

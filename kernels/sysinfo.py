@@ -41,13 +41,15 @@ def gpu_facts() -> dict[str, str]:
     }
 
 
-def system_info(backend: Backend, capability: Capability, seed: int) -> SystemInfo:
+def system_info(backend: Backend, capability: Capability, seed: int | None) -> SystemInfo:
+    """`seed`: the public base seed of the run, or None where its seeds were secret."""
     host = hardware.host()
     common = dict(
         host=host.hostname,
         cpu_count=host.cpu.logical_cores,
         libraries={**library_versions(), **backend.versions()},
         seed=seed,
+        seeds="secret" if seed is None else "public",
     )
     if capability is Capability.run and backend.key != "numba-cpu":
         gpu = hardware.current_gpu()

@@ -1,9 +1,15 @@
 """One timer for every GPU backend, one for the CPU, with the same statistics.
 
-GPU: warm-up; before every rep the L2 is flushed (a memset of a buffer larger than the
-L2) and per-rep resets run, all outside the timed region; CUDA events bracket each
+GPU: warm-up; before every rep per-rep resets run and the L2 is flushed (a memset of a
+buffer larger than the L2), all outside the timed region; CUDA events bracket each
 launch; reps continue until the relative standard error of the mean is <= 1% (at least
 10 reps) or a time cap is reached.
+
+The harness hooks in on both sides of every launch, warm-up included. `before_rep` runs
+before the L2 flush on the GPU (so nothing it wrote waits in the L2 for the kernel) and
+before the clock starts on the CPU; the evaluation re-poisons outputs and rotates inputs
+there. `after_rep` runs once the end event is recorded or the clock has stopped; the
+evaluation checks that repetition's output there.
 
 Host launch overhead must stay out of the events: a Numba or Triton launch can take
 longer on the host than a small kernel takes on the GPU, and the start event would then
@@ -20,6 +26,10 @@ from collections.abc import Callable
 import numpy as np
 
 from kplay.kernels.models import ClockReading, TimingStage
+
+# Called after each launch, outside the timed region: whether the launch was a timed one,
+# and on the CPU its time in µs (None on the GPU, where times are known only later).
+AfterRep = Callable[[bool, float | None], None]
 
 MIN_REPS = 10
 MAX_REPS = 5000
@@ -120,6 +130,7 @@ def time_gpu(
     cap_s: float = 2.0,
     flush_l2: bool = True,
     warmup: int = 3,
+    after_rep: AfterRep | None = None,
 ) -> TimingStage:
     import cupy
 
@@ -130,6 +141,8 @@ def time_gpu(
         t0 = time.perf_counter()
         launch()
         host_us.append((time.perf_counter() - t0) * 1e6)
+        if after_rep:
+            after_rep(False, None)
         cupy.cuda.Device().synchronize()
     # Twice the slowest host enqueue seen after the first (compiling) launch, at least 20 µs.
     delay_ns = int(min(5e6, max(20e3, 2e3 * max(host_us[1:]))))
@@ -140,14 +153,17 @@ def time_gpu(
     while not _done(samples, started, cap_s):
         events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(BATCH)]
         for start, end in events:
-            if flusher:
-                flusher.flush()
+            # Resets first, then the flush: what they wrote must not wait in the L2.
             if before_rep:
                 before_rep()
+            if flusher:
+                flusher.flush()
             _delay(delay_ns)
             start.record()
             launch()
             end.record()
+            if after_rep:
+                after_rep(True, None)
         events[-1][1].synchronize()
         samples.extend(cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in events)
     stats = summarize(samples)
@@ -170,11 +186,15 @@ def time_cpu(
     cap_s: float = 2.0,
     warmup: int = 2,
     threads: int | None = None,
+    after_rep: AfterRep | None = None,
 ) -> TimingStage:
     for _ in range(warmup):
         if before_rep:
             before_rep()
+        t0 = time.perf_counter_ns()
         launch()
+        if after_rep:
+            after_rep(False, (time.perf_counter_ns() - t0) / 1000.0)
     samples: list[float] = []
     started = time.perf_counter()
     while not _done(samples, started, cap_s):
@@ -183,6 +203,8 @@ def time_cpu(
         t0 = time.perf_counter_ns()
         launch()
         samples.append((time.perf_counter_ns() - t0) / 1000.0)
+        if after_rep:
+            after_rep(True, samples[-1])
     return TimingStage(
         timed=True,
         l2_flushed=False,

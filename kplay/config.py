@@ -115,6 +115,19 @@ class EngineSettings(_KplaySettings):
         description="Per evaluation child: MiB kept for the generated inputs and reference "
         "outputs of recent cases (0: off)",
     )
+    engine_rotation_mb: float = Field(
+        default=1024.0,
+        ge=0,
+        description="MiB for the input sets the timed case rotates through: as many of 4 "
+        "sets (2 at least) and of 2 sets of buffers (1 at least) as fit, each counted at the "
+        "size of the case's inputs and outputs",
+    )
+    suspicious_margin: float = Field(
+        default=0.10,
+        ge=0,
+        description="How far above the device's ceilings (beyond the calibration's own "
+        "spread) a timed run may land before it ends as `suspicious`; 0.10 is 10%",
+    )
 
     def cache_root(self) -> Path:
         """`cache_dir`, or the platform's user cache folder when it is unset."""
@@ -127,6 +140,10 @@ class EngineSettings(_KplaySettings):
     @property
     def memo_budget_bytes(self) -> int:
         return int(self.engine_memo_mb * 1024 * 1024)
+
+    @property
+    def rotation_budget_bytes(self) -> int:
+        return int(self.engine_rotation_mb * 1024 * 1024)
 
 
 class WorkerSettings(EngineSettings):

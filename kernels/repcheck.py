@@ -1,0 +1,109 @@
+"""Checking the output of one timed repetition: one pass, no temporaries, pass or fail.
+
+The test is compare()'s (|got - expected| <= atol + rtol * |expected|, NaN never passes),
+reduced to counts: elements outside the tolerance, and how many of those still hold the
+poison (never written). On the host it is a Numba loop over the two arrays; on the GPU a
+CuPy reduction, enqueued on the stream after the repetition's end event, whose count is
+read once the timing loop is over. A failing repetition is then worded from the counts
+(and on the host by compare(), which names the first wrong element).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from kplay.kernels.arrays import poison_value
+from kplay.kernels.problem import Tolerance
+
+# On the GPU both counts travel in one int64: the wrong elements in the low 32 bits, the
+# unwritten ones above them (an output has far fewer than 2**32 elements).
+_SHIFT = 32
+
+
+@lru_cache(maxsize=1)
+def _host_counter():  # type: ignore[no-untyped-def]
+    import numba
+
+    @numba.njit(nogil=True, cache=False)
+    def count(got, expected, atol, rtol, poison, is_float):  # type: ignore[no-untyped-def]
+        bad = 0
+        unwritten = 0
+        first = -1
+        for i in range(got.size):
+            g = float(got[i])
+            e = float(expected[i])
+            if abs(g - e) <= atol + rtol * abs(e):
+                continue
+            bad += 1
+            if first < 0:
+                first = i
+            if (is_float and g != g) or (not is_float and g == poison):
+                unwritten += 1
+        return bad, unwritten, first
+
+    return count
+
+
+def _numba_friendly(arr: np.ndarray) -> np.ndarray:
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    # Numba's CPU target has no float16 arithmetic; the widening is exact.
+    return flat.astype(np.float32) if flat.dtype == np.float16 else flat
+
+
+def count_on_host(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> tuple[int, int, int]:
+    """(wrong elements, of which unwritten, flat index of the first wrong one or -1)."""
+    if got.shape != expected.shape:
+        return got.size or 1, 0, 0
+    dtype = np.dtype(got.dtype)
+    is_float = dtype.kind == "f"
+    poison = 0.0 if is_float else float(poison_value(dtype))
+    bad, unwritten, first = _host_counter()(
+        _numba_friendly(got), _numba_friendly(expected), tol.atol, tol.rtol, poison, is_float
+    )
+    return int(bad), int(unwritten), int(first)
+
+
+_DEVICE_PREAMBLE = r"""
+template <typename T> __device__ double kplay_value(T x) { return (double)x; }
+__device__ double kplay_value(float16 x) { return (double)(float)x; }
+__device__ long long kplay_bad(double g, double e, double atol, double rtol, double poison,
+                               bool is_float) {
+    if (fabs(g - e) <= atol + rtol * fabs(e)) return 0;
+    bool unwritten = is_float ? isnan(g) : (g == poison);
+    return unwritten ? ((1LL << 32) | 1LL) : 1LL;
+}
+"""
+
+
+@lru_cache(maxsize=1)
+def _device_counter():  # type: ignore[no-untyped-def]
+    import cupy
+
+    return cupy.ReductionKernel(
+        "T got, E expected, float64 atol, float64 rtol, float64 poison, bool is_float",
+        "int64 counts",
+        "kplay_bad(kplay_value(got), kplay_value(expected), atol, rtol, poison, is_float)",
+        "a + b",
+        "counts = a",
+        "0",
+        "kplay_rep_check",
+        preamble=_DEVICE_PREAMBLE,
+    )
+
+
+def count_on_device(got: Any, expected: Any, tol: Tolerance) -> Any:
+    """Enqueue the count for a CuPy output; returns a 0-d device array (see decode())."""
+    dtype = np.dtype(got.dtype)
+    is_float = dtype.kind == "f"
+    poison = 0.0 if is_float else float(poison_value(dtype))
+    return _device_counter()(
+        got.reshape(-1), expected.reshape(-1), float(tol.atol), float(tol.rtol), poison, is_float
+    )
+
+
+def decode(packed: int) -> tuple[int, int]:
+    """(wrong elements, of which unwritten) from count_on_device()'s value."""
+    return packed & ((1 << _SHIFT) - 1), packed >> _SHIFT
