@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +22,9 @@ from kplay.kernels.problem import ProblemSpec
 from kplay.workers.executor import Executor, SubmitRefused
 
 log = logging.getLogger(__name__)
+
+# A run's id is its job's: a uuid4 in hex.
+RUN_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class RunInputError(Exception):
@@ -99,6 +103,11 @@ class RunService:
             )
         if not req.source.strip():
             raise RunInputError(422, "source is empty: write a kernel first")
+        if "\x00" in req.source:
+            line = req.source.count("\n", 0, req.source.index("\x00")) + 1
+            raise RunInputError(
+                422, f"source contains a NUL character (line {line}); no compiler accepts one"
+            )
         try:
             check_override(problem, req.backend, req.source, req.launch)
         except LaunchInputError as exc:
@@ -198,6 +207,9 @@ class RunService:
 
     def visible(self, run_id: str, viewer: str) -> Run:
         """The run, when `viewer` may see it; RunNotFound otherwise, as for no such run."""
+        if not RUN_ID.fullmatch(run_id):
+            # Not an id this service makes: not looked up (PostgreSQL refuses a NUL in text).
+            raise RunNotFound(f"no run {run_id!r}")
         with self.db.session() as s:
             run = s.get(Run, run_id)
         if run is None or not can_read(run, viewer):

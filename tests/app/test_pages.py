@@ -34,8 +34,11 @@ def test_contents_lists_chapters_by_part(client: TestClient) -> None:
 def test_theme_is_set_before_first_paint(client: TestClient) -> None:
     html = client.get("/").text
     head = html[: html.index("</head>")]
-    # The inline script comes before any stylesheet, so no light flash for dark readers.
-    assert head.index('localStorage.getItem("kplay:theme")') < head.index('rel="stylesheet"')
+    # The theme script loads (not deferred) before any stylesheet, so no light flash for dark
+    # readers; it is a file, as the Content-Security-Policy allows no inline script.
+    theme = re.search(r'<script src="(/static/js/theme\.js[^"]*)"></script>', head)
+    assert theme is not None and theme.start() < head.index('rel="stylesheet"')
+    assert 'localStorage.getItem("kplay:theme")' in client.get(theme.group(1)).text
     assert "data-theme-toggle" in html
 
 
