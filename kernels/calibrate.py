@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from kplay.kernels import hardware, roofline, timing
-from kplay.kernels.models import Ceilings
+from kplay.kernels.models import Ceilings, TimingStage
 
 _READ_SRC = r"""
 extern "C" __global__ void read_sum(const float4* __restrict__ x, size_t n4, float* out) {
@@ -56,6 +56,11 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
+def _spread(*stages: TimingStage) -> float:
+    """The calibration's own noise: the largest relative IQR among its timings."""
+    return max(((s.iqr_us or 0.0) / s.median_us for s in stages if s.median_us), default=0.0)
+
+
 def calibrate_gpu(size_bytes: int = 2 * 2**30, cap_s: float = 3.0) -> Ceilings:
     import cupy
 
@@ -86,7 +91,7 @@ def calibrate_gpu(size_bytes: int = 2 * 2**30, cap_s: float = 3.0) -> Ceilings:
         flush_l2=False,
     )
     fma_flops = 2.0 * 8 * 16 * iters * threads * blocks
-    tc = _matrix_peaks(cap_s)
+    tc, tc_spread = _matrix_peaks(cap_s)
     return Ceilings(
         device=gpu.name,
         kind="gpu",
@@ -97,18 +102,21 @@ def calibrate_gpu(size_bytes: int = 2 * 2**30, cap_s: float = 3.0) -> Ceilings:
         measured_at=_now(),
         notes=f"copy and read over {size_bytes / 2**30:.0f} GiB, L2 flushed; "
         "matrix peaks: cuBLAS 8192^3 through torch, fp32 accumulate",
+        spread=max(_spread(copy, read, fma), tc_spread),
         **tc,
     )
 
 
-def _matrix_peaks(cap_s: float) -> dict[str, float]:
+def _matrix_peaks(cap_s: float) -> tuple[dict[str, float], float]:
+    """The tensor-core peaks measured through torch, and the spread of their timings."""
     try:
         import torch
     except ImportError:
-        return {}
+        return {}, 0.0
     if not torch.cuda.is_available():
-        return {}
+        return {}, 0.0
     out: dict[str, float] = {}
+    stages: list[TimingStage] = []
     size = 8192
     flops = 2.0 * size**3
     for field, dtype, tf32 in (
@@ -126,9 +134,10 @@ def _matrix_peaks(cap_s: float) -> dict[str, float]:
 
         stage = timing.time_gpu(product, cap_s=cap_s)
         out[field] = flops / _seconds(stage.median_us)
+        stages.append(stage)
         del a, b, c
     torch.backends.cuda.matmul.allow_tf32 = False
-    return out
+    return out, _spread(*stages)
 
 
 # ------------------------------------------------------------------ CPU
@@ -176,10 +185,10 @@ def _fma_kernel(width: int):  # type: ignore[no-untyped-def]
     return fma
 
 
-def _fma_peak(threads: int, cap_s: float) -> tuple[float, int]:
-    """The best FP32 rate over FMA_WIDTHS, and the width that reached it."""
+def _fma_peak(threads: int, cap_s: float) -> tuple[float, int, TimingStage | None]:
+    """The best FP32 rate over FMA_WIDTHS, the width that reached it and its timing."""
     out = np.empty(threads * 4, dtype=np.float32)
-    best, best_width = 0.0, FMA_WIDTHS[0]
+    best, best_width, best_stage = 0.0, FMA_WIDTHS[0], None
     for width in FMA_WIDTHS:
         fma = _fma_kernel(width)
         # The same FLOP count for every width: fewer iterations for more chains.
@@ -191,8 +200,8 @@ def _fma_peak(threads: int, cap_s: float) -> tuple[float, int]:
         stage = timing.time_cpu(run, cap_s=cap_s / len(FMA_WIDTHS))
         rate = 2.0 * width * iters * out.shape[0] / ((stage.median_us or 0.0) * 1e-6)
         if rate > best:
-            best, best_width = rate, width
-    return best, best_width
+            best, best_width, best_stage = rate, width, stage
+    return best, best_width, best_stage
 
 
 def calibrate_cpu(n: int = 1 << 25, cap_s: float = 1.5) -> Ceilings:
@@ -206,7 +215,8 @@ def calibrate_cpu(n: int = 1 << 25, cap_s: float = 1.5) -> Ceilings:
     c = rng.random(n)
     t_triad = timing.time_cpu(lambda: triad(a, b, c, 3.0), cap_s=cap_s)
     t_read = timing.time_cpu(lambda: read(b), cap_s=cap_s)
-    fma_rate, width = _fma_peak(threads, cap_s)
+    fma_rate, width, fma_stage = _fma_peak(threads, cap_s)
+    stages = [t_triad, t_read] + ([fma_stage] if fma_stage else [])
     return Ceilings(
         device=hardware.cpu().model,
         kind="cpu",
@@ -220,6 +230,7 @@ def calibrate_cpu(n: int = 1 << 25, cap_s: float = 1.5) -> Ceilings:
         notes=f"Numba, {threads} thread(s): triad a=b+s*c over {n} doubles; "
         f"read: a parallel sum; FP32: {width} independent FMA chains per thread "
         f"(the best of {', '.join(map(str, FMA_WIDTHS))})",
+        spread=_spread(*stages),
     )
 
 

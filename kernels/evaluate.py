@@ -371,7 +371,11 @@ class _KernelRun:
             )
         stages = {"check": check_stage, "timing": timing, "roofline": measured.roofline}
         if measured.too_fast is not None:
-            message = f"Not verified: {measured.too_fast}."
+            reason = measured.too_fast
+            message = (
+                f"{reason[0].upper()}{reason[1:]}. The output was right, but a time beyond "
+                "what the device allows is not verified, and no ranking takes it."
+            )
             return self.result(RunState.suspicious, message, **stages)
         result = self.result(RunState.done, "Correct.", **stages)
         # Public seeds were known to the kernel; a time never judged proves nothing.

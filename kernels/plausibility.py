@@ -13,8 +13,9 @@ calibrated ones of the device the run used, or the datasheet's where it has none
   on a CPU every data cache of the machine (nothing is flushed there).
 
 "Exceed" leaves room for noise: the allowance is 1 + the calibration's own spread (the
-relative IQR of its timings; 0 for datasheet figures, which are the hardware's peak) +
-KPLAY_SUSPICIOUS_MARGIN (10% by default). A result beyond it ends as `suspicious`.
+largest relative IQR of its timings, counted up to 1; 0 for datasheet figures, which are
+the hardware's peak) + KPLAY_SUSPICIOUS_MARGIN (10% by default). A result beyond it ends
+as `suspicious`.
 """
 
 from __future__ import annotations
@@ -57,10 +58,15 @@ def margin() -> float:
     return EngineSettings().suspicious_margin
 
 
+# A calibration noisier than this says more about the machine's neighbours than about
+# what it can do; its spread counts up to here.
+MAX_SPREAD = 1.0
+
+
 def allowance(ceilings: Ceilings, extra: float) -> float:
     """How far above a ceiling a measured rate may land and still count as noise."""
     spread = ceilings.spread if ceilings.source == "calibrated" else 0.0
-    return 1.0 + max(0.0, spread or 0.0) + extra
+    return 1.0 + min(MAX_SPREAD, max(0.0, spread or 0.0)) + extra
 
 
 def too_fast(

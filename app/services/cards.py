@@ -25,6 +25,8 @@ VERDICTS = {
     "runtime_error": ("Runtime error", "bad"),
     "timeout": ("Timed out", "bad"),
     "rejected": ("Rejected", "warn"),
+    # Checked and timed, but faster than the device allows: shown, never ranked.
+    "suspicious": ("Faster than the device allows", "warn"),
 }
 
 
@@ -323,7 +325,7 @@ def _system(card: RunCard, result: RunResult) -> None:
             ("CUDA", s.cuda),
             ("host", s.host),
             ("CPUs", str(s.cpu_count) if s.cpu_count else None),
-            ("seed", str(s.seed)),
+            ("seed", "secret, drawn for this run" if s.seed is None else str(s.seed)),
         ):
             if value:
                 rows.append(Metric(label, value))
