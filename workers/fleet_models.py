@@ -56,6 +56,9 @@ class WorkerInfo(BaseModel):
     driver: str | None = None
     cuda: str | None = None
     memory_mib: int | None = None
+    # workers.sandbox.SandboxStatus of the worker's children: not "active" means plain
+    # processes, to be trusted with local code only.
+    sandbox: dict[str, Any] | None = None
 
     def facts(self) -> dict[str, Any]:
         """Every field, named or not, as plain JSON values."""

@@ -17,6 +17,7 @@ from kplay.kernels.models import ProgressEvent, RunJob, RunResult
 from kplay.workers.executor import Executor, ResultSink, SubmitRefused
 from kplay.workers.limits import Limits
 from kplay.workers.runner import DEFAULT_TARGET, PoolClosed, WorkerPool, failure_result
+from kplay.workers.sandbox import SandboxStatus
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,11 @@ class LocalExecutor(Executor):
                     return index + len(self._running)
             return None
 
+    @property
+    def sandbox(self) -> SandboxStatus | None:
+        """What the children run in (None before start); not `active`: trusted local mode."""
+        return self._pool.sandbox if self._pool is not None else None
+
     def devices(self) -> list[dict[str, Any]]:
         machine = self._pool.machine if self._pool is not None else None
         if machine is None:
@@ -92,6 +98,7 @@ class LocalExecutor(Executor):
                 "queue": "local",
                 "workers": self.size,
                 "cpu_count": os.cpu_count(),
+                "sandbox": None if self.sandbox is None else self.sandbox.model_dump(mode="json"),
             }
         ]
 

@@ -76,9 +76,14 @@ def _split(env: Mapping[str, str], name: str) -> list[str]:
     return [p for p in env.get(name, "").split(os.pathsep) if p]
 
 
+def resolved_existing(paths: Iterable[Path]) -> list[Path]:
+    """The existing ones of `paths`, resolved, once each."""
+    return sorted({Path(os.path.realpath(p)) for p in paths if os.path.exists(p)})
+
+
 def outermost(paths: Iterable[Path]) -> list[Path]:
     """Existing, resolved paths, without those inside another one of the list."""
-    real = sorted({Path(os.path.realpath(p)) for p in paths if os.path.exists(p)})
+    real = resolved_existing(paths)
     kept: list[Path] = []
     for path in real:
         if any(path.is_relative_to(k) for k in kept):
@@ -95,10 +100,13 @@ def readonly_args(paths: Iterable[Path]) -> tuple[list[str], list[str]]:
     args: list[str] = []
     notes: list[str] = []
     named = list(paths)
-    for path in outermost(named):
-        if any(path == r or r.is_relative_to(path) for r in _RESERVED) or _under_reserved(path):
+    allowed = []
+    for path in resolved_existing(named):
+        if any(r.is_relative_to(path) for r in _RESERVED) or _under_reserved(path):
             notes.append(f"{path} is not shown read-only in the sandbox (it would cover its own)")
-            continue
+        else:
+            allowed.append(path)
+    for path in outermost(allowed):
         args += ["--ro-bind", str(path), str(path)]
     kept = [Path(a) for a in args[1::3]]
     for path in named:

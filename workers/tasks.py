@@ -76,6 +76,10 @@ class Runtime:
                 warm=True,
                 spares=config.spare_children,
             )
+            # The fleet shows whether this worker's children are sandboxed.
+            self.info = self.info.model_copy(
+                update={"sandbox": self.pool.sandbox.model_dump(mode="json")}
+            )
             self.heartbeat = Heartbeat(
                 self.store,
                 self.info,

@@ -207,6 +207,9 @@ def test_devices_describe_this_machine(started: tuple[LocalExecutor, Sink]) -> N
     assert device["backends"]["numba-cpu"] == "run"
     assert set(device["backends"]) >= {"numba-cpu", "cuda"}
     assert device["backends"]["cuda"] in ("run", "compile-only", "unavailable")
+    # Whether the children are sandboxed, for the app's "trusted local mode" note.
+    assert device["sandbox"]["mode"] == executor.sandbox.mode
+    assert device["sandbox"]["active"] is executor.sandbox.active
 
 
 def test_devices_before_any_child_reports() -> None:

@@ -233,18 +233,31 @@ def vector_add(a, b, out, n):
 """
 
 
-def test_the_engine_in_the_sandbox_refuses_a_socket_and_passes_an_honest_kernel() -> None:
+def test_the_engine_in_the_sandbox_refuses_a_socket_and_passes_honest_kernels() -> None:
+    """The socket fails; the correct solutions of three backends still pass (Numba's LLVM
+    JIT, Numba's CUDA target or simulator, Triton compiled or interpreted)."""
     from kplay.kernels.catalog import PROBLEMS_DIR
     from kplay.kernels.models import RunJob
 
-    honest = (PROBLEMS_DIR / "vector_add/solutions/correct/vector_add.numba_cpu.py").read_text()
-    limits = {"wall_timeout_s": 30.0, "cpu_seconds": 60, "memory_bytes": 4096 * MIB}
+    solutions = PROBLEMS_DIR / "vector_add" / "solutions" / "correct"
+    honest = {
+        "numba-cpu": "vector_add.numba_cpu.py",
+        "numba-cuda": "vector_add.numba_cuda.py",
+        "triton": "vector_add.triton.py",
+    }
+    limits = {"wall_timeout_s": 60.0, "cpu_seconds": 120, "memory_bytes": 4096 * MIB}
     with sandboxed_pool("kplay.kernels.evaluate:evaluate", **limits) as engine:
         attacked = engine.run(
             RunJob(problem="vector_add", backend="numba-cpu", source=SOCKET_KERNEL)
         )
-        passed = engine.run(RunJob(problem="vector_add", backend="numba-cpu", source=honest))
+        passed = {
+            backend: engine.run(
+                RunJob(problem="vector_add", backend=backend, source=(solutions / name).read_text())
+            )
+            for backend, name in honest.items()
+        }
     assert attacked.state is not RunState.done
     said = f"{attacked.message} {attacked.output_tail} {attacked.compile}"
     assert "Connection refused" in said or "unreachable" in said, said
-    assert passed.state is RunState.done, (passed.message, passed.output_tail)
+    for backend, result in passed.items():
+        assert result.state is RunState.done, (backend, result.message, result.output_tail)
