@@ -6,35 +6,41 @@ static files are served at all. Each is plain ASGI (or a StaticFiles rule), wire
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import PurePosixPath
 
 from fastapi.staticfiles import StaticFiles
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+
 # What a page may load and from where: only this server's own scripts, styles, fonts and
 # images (data: images too, which the editor's stylesheet uses for its squiggly underlines).
-# No inline script, no inline style attribute, no eval, no plugin, and no framing.
-CONTENT_SECURITY_POLICY = "; ".join(
-    (
-        "default-src 'self'",
-        "script-src 'self'",
-        "style-src 'self'",
-        "img-src 'self' data:",
-        "font-src 'self'",
-        "connect-src 'self'",
-        "object-src 'none'",
-        "base-uri 'none'",
-        "form-action 'self'",
-        "frame-ancestors 'none'",
+# No inline script, no inline style attribute, no eval, no plugin, and no framing. The one
+# <style> element allowed is the one the editor generates, which carries this response's
+# nonce (base.html hands it to playground.js in a meta tag).
+def content_security_policy(nonce: str) -> str:
+    return "; ".join(
+        (
+            "default-src 'self'",
+            "script-src 'self'",
+            f"style-src 'self' 'nonce-{nonce}'",
+            "img-src 'self' data:",
+            "font-src 'self'",
+            "connect-src 'self'",
+            "object-src 'none'",
+            "base-uri 'none'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+        )
     )
-)
+
+
 SECURITY_HEADERS = {
-    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
@@ -120,7 +126,8 @@ class BodyLimitMiddleware:
 
 
 class SecurityHeadersMiddleware:
-    """Adds SECURITY_HEADERS to every answer (an answer that sets one itself keeps its own)."""
+    """Adds the Content-Security-Policy, with a fresh nonce for each request (templates read
+    it as `request.state.csp_nonce`), and SECURITY_HEADERS to every answer."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -129,13 +136,16 @@ class SecurityHeadersMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        nonce = secrets.token_urlsafe(18)
+        HTTPConnection(scope).state.csp_nonce = nonce
+        policy = content_security_policy(nonce)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
+                headers["Content-Security-Policy"] = policy
                 for name, value in SECURITY_HEADERS.items():
-                    if name not in headers:
-                        headers[name] = value
+                    headers[name] = value
             await send(message)
 
         await self.app(scope, receive, send_with_headers)

@@ -85,6 +85,13 @@
     };
   }
 
+  // The nonce the page's Content-Security-Policy gives this response (base.html puts it in a
+  // meta tag): the editor's generated stylesheet needs it to be applied.
+  function cspNonce() {
+    var meta = document.querySelector('meta[name="csp-nonce"]');
+    return meta ? meta.getAttribute("content") || "" : "";
+  }
+
   function makeEditor(parent, opts) {
     if (window.KPlayEditor && typeof window.KPlayEditor.create === "function") {
       try {
@@ -124,6 +131,7 @@
       label: this.offers[this.backend].title + " source of " + this.id,
       onRun: function () { self.run(); },
       onChange: function () { self.scheduleSave(); },
+      nonce: cspNonce(),
     });
     this.bind();
     this.showBackend(this.backend);

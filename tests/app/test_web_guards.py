@@ -12,7 +12,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from kplay.app.guards import SECURITY_HEADERS, is_served
+from kplay.app.guards import SECURITY_HEADERS, content_security_policy, is_served
 from kplay.app.main import create_app
 from kplay.config import Settings
 from kplay.resources import data_dir
@@ -129,12 +129,18 @@ def test_a_content_length_that_is_not_a_number_is_refused(
     ],
 )
 def test_every_answer_carries_the_security_headers(client: TestClient, url: str) -> None:
-    reply = client.get(url)
+    reply, again = client.get(url), client.get(url)
     for name, value in SECURITY_HEADERS.items():
         assert reply.headers.get(name) == value, (url, name)
     csp = reply.headers["content-security-policy"]
-    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    nonce = re.search(r"style-src 'self' 'nonce-([A-Za-z0-9_-]{24})'", csp)
+    assert nonce is not None and csp == content_security_policy(nonce.group(1))
+    assert "script-src 'self';" in csp and "frame-ancestors 'none'" in csp
     assert "unsafe-inline" not in csp and "unsafe-eval" not in csp
+    assert again.headers["content-security-policy"] != csp  # a fresh nonce every time
+    if "text/html" in reply.headers["content-type"] and reply.status_code == 200:
+        # The page hands its own nonce, and no other, to the editor.
+        assert f'<meta name="csp-nonce" content="{nonce.group(1)}">' in reply.text
 
 
 def _pages(app: FastAPI, client: TestClient) -> list[str]:

@@ -82,8 +82,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "KPLAY_POOL_SIZE": "1",
         "KPLAY_JOB_TIMEOUT_S": "180",
         "KPLAY_LOG_LEVEL": "warning",
+        # The session key the server makes at first start goes to this data folder.
+        "XDG_DATA_HOME": str(data / "xdg-data"),
     }
     env.pop("KPLAY_BROKER_URL", None)
+    env.pop("KPLAY_SECRET_KEY", None)
     log_path = data / "server.log"
     log = log_path.open("wb")
     proc = subprocess.Popen(
@@ -96,6 +99,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_up(url, proc, log_path)
+        key = data / "xdg-data" / "kernel-playground" / "secret_key"
+        assert key.is_file() and key.stat().st_mode & 0o777 == 0o600
         yield url
     finally:
         proc.terminate()
@@ -153,11 +158,36 @@ def _wait_new_final_card(page: object, cell: str, old_id: str | None) -> None:
     )
 
 
+# Every Content-Security-Policy violation the page reports, kept on the window.
+CSP_WATCH = """
+window.__cspViolations = [];
+document.addEventListener("securitypolicyviolation", function (e) {
+  window.__cspViolations.push(e.violatedDirective + " blocked " + (e.blockedURI || "inline"));
+});
+"""
+
+
+def _watch_csp(page: object) -> list[str]:
+    """Console messages about the policy; the page's own reports are read with _csp_reports."""
+    said: list[str] = []
+    page.add_init_script(CSP_WATCH)  # type: ignore[attr-defined]
+    page.on(  # type: ignore[attr-defined]
+        "console",
+        lambda msg: said.append(msg.text) if "Content Security Policy" in msg.text else None,
+    )
+    return said
+
+
+def _csp_reports(page: object) -> list[str]:
+    return list(page.evaluate("window.__cspViolations || []"))  # type: ignore[attr-defined]
+
+
 def test_write_run_and_read_the_card(server: str, browser: object) -> None:
     context = browser.new_context(viewport={"width": 1366, "height": 900})  # type: ignore[attr-defined]
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    csp_console = _watch_csp(page)
     page.goto(f"{server}/book/p1/first-kernel-cpu")
     page.wait_for_selector(f"{CELL} .cm-editor")
     assert "TODO" in page.locator(f"{CELL} .cm-content").inner_text()
@@ -185,6 +215,12 @@ def test_write_run_and_read_the_card(server: str, browser: object) -> None:
     assert points.count() >= 1
     assert page.locator(f"{CELL} .roofline-chart svg .kp-rl-point.is-current").count() == 1
     page.wait_for_selector(f"{CELL} [data-history-box]")
+    # The chapter with a finished run's card, its chart and the editor: nothing was blocked.
+    policy = page.evaluate(
+        "fetch(location.href).then(r => r.headers.get('content-security-policy'))"
+    )
+    assert policy and "script-src 'self'" in policy
+    assert _csp_reports(page) == [] and csp_console == []
     page.locator(f"{CELL} .kcell-result").scroll_into_view_if_needed()
     _shot(page, "playground-card-light.png", full_page=False)
     page.locator(CELL).screenshot(path=str(ARTIFACTS / "playground-cell-light.png"))
@@ -217,6 +253,7 @@ def test_write_run_and_read_the_card(server: str, browser: object) -> None:
         arg=f"{CELL} .cm-content",
     )
     assert errors == []
+    assert _csp_reports(page) == [] and csp_console == []
     context.close()
 
 

@@ -99,6 +99,8 @@ function normaliseOptions(options) {
     label: typeof opts.label === "string" ? opts.label : "",
     onRun: typeof opts.onRun === "function" ? opts.onRun : () => {},
     onChange: typeof opts.onChange === "function" ? opts.onChange : () => {},
+    // The page's Content-Security-Policy nonce: CodeMirror's <style> element carries it.
+    nonce: typeof opts.nonce === "string" ? opts.nonce : "",
   };
 }
 
@@ -117,6 +119,7 @@ function create(parentEl, options) {
         baseExtensions(opts),
         languageSlot.of(languageExtension(language, opts.label)),
         themeSlot.of(themeExtension(opts.dark)),
+        opts.nonce ? EditorView.cspNonce.of(opts.nonce) : [],
       ],
     }),
   });
