@@ -304,7 +304,9 @@ class WebSettings(WorkerSettings):
         description="Largest kernel source accepted (larger gets a 413 naming the limit)",
     )
     anonymous_user: str = Field(
-        default="anonymous", description="Owner of every run until accounts exist"
+        default="anonymous",
+        description="Until accounts exist, a run's owner is this name, a dash and the full id "
+        "of the reader's signed session",
     )
     stale_after_s: float = Field(
         default=600.0,

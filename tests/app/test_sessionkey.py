@@ -100,3 +100,11 @@ def test_the_key_never_reaches_an_evaluation_child(
         env = child_env(Limits(), tmp_path / "home", tmp_path / "cache", parent)
         assert WebSettings.env_name("secret_key") not in env
         assert secret not in env.values()
+
+
+def test_kplay_config_masks_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kplay.configview import effective_rows
+
+    monkeypatch.setenv(WebSettings.env_name("secret_key"), "shown-nowhere-" + "w" * 32)
+    [row] = [r for r in effective_rows() if r.field == "secret_key"]
+    assert row.source == "environment" and "shown-nowhere" not in row.value
