@@ -43,11 +43,13 @@ class Memo:
     """Generated inputs and reference outputs, kept for the next run of the same case.
 
     Both are pure functions of (problem, case parameters, seed), so a warm process that
-    evaluates the same case again (the learner pressing Run twice, a class on one
-    exercise) reuses them instead of drawing and computing tens of millions of numbers
-    again. Entries are frozen (read-only arrays): nothing downstream may write to them.
-    Bounded by KPLAY_ENGINE_MEMO_MB (default 1024; 0 switches it off), least recently
-    used first out; an entry larger than half the budget is never kept.
+    evaluates the same case on the same seed again reuses them instead of drawing and
+    computing tens of millions of numbers again. Only public seeds come back (a reader
+    asking to see a failing case again, RunJob.public_seeds); a real run's seeds are
+    secret and drawn per run (kernels.seeds), and its entries are never kept. Entries
+    are frozen (read-only arrays): nothing downstream may write to them. Bounded by
+    KPLAY_ENGINE_MEMO_MB (default 1024; 0 switches it off), least recently used first
+    out; an entry larger than half the budget is never kept.
     """
 
     def __init__(self) -> None:

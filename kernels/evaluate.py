@@ -76,9 +76,13 @@ def warm_up() -> None:
 
             from kplay.kernels.check import compare_on_device
             from kplay.kernels.problem import Tolerance
+            from kplay.kernels.repcheck import count_on_device
 
-            compare_on_device(cupy.ones(4, dtype=cupy.float32), numpy.ones(4, numpy.float32),
-                              Tolerance(atol=1e-6, rtol=1e-6))  # fmt: skip
+            tol = Tolerance(atol=1e-6, rtol=1e-6)
+            compare_on_device(cupy.ones(4, dtype=cupy.float32), numpy.ones(4, numpy.float32), tol)
+            # And those of the check of every timed repetition, for float32 outputs.
+            ones = cupy.ones(4, dtype=cupy.float32)
+            count_on_device(ones, ones, tol).get()
 
 
 class _Run:
