@@ -31,9 +31,11 @@ ENV PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     KPLAY_CACHE_DIR=/var/cache/kplay
 
-# Triton builds its launcher with the C compiler at run time.
+# Triton builds its launcher with the C compiler at run time; bubblewrap and libseccomp are
+# the evaluation sandbox (it needs a seccomp profile that allows user namespaces: see
+# docs/deployment.md).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends gcc g++ libc6-dev \
+ && apt-get install -y --no-install-recommends gcc g++ libc6-dev bubblewrap libseccomp2 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --create-home --uid 10001 kplay \
  && install -d -o kplay -g kplay /var/cache/kplay

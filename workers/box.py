@@ -118,7 +118,6 @@ class Box:
             killed += proctree.kill_all(strays)
         if killed:
             log.info("evaluation child %s: killed %d process(es) its job left", self.pid, killed)
-        self.members(fresh=True)
         return killed
 
     def kill(self) -> None:

@@ -10,6 +10,7 @@ one of ours ended is never taken for ours.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import signal
@@ -122,8 +123,10 @@ def kill_all(stats: Iterable[ProcStat], wait_s: float = 2.0) -> int:
     for stat in stats:
         try:
             fd = os.pidfd_open(stat.pid)
-        except OSError:
-            continue  # already gone
+        except OSError as exc:
+            if exc.errno in (errno.ENOSYS, errno.EPERM):  # no pidfds here (gVisor, old kernels)
+                _kill_if_same(stat)
+            continue  # otherwise already gone
         now = read_stat(stat.pid)
         if now is None or now.start != stat.start:
             os.close(fd)
@@ -140,6 +143,14 @@ def kill_all(stats: Iterable[ProcStat], wait_s: float = 2.0) -> int:
         for fd in pinned:
             os.close(fd)
     return len(pinned)
+
+
+def _kill_if_same(stat: ProcStat) -> None:
+    """Without a pidfd: check the start time, then signal by pid (a narrow race)."""
+    now = read_stat(stat.pid)
+    if now is not None and now.start == stat.start:
+        with contextlib.suppress(OSError):
+            os.kill(stat.pid, signal.SIGKILL)
 
 
 def _wait_ended(pidfds: list[int], wait_s: float) -> None:
