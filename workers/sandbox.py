@@ -294,7 +294,8 @@ def prepare(config: SandboxConfig | None = None) -> tuple[Sandbox | None, Sandbo
     Raises SandboxUnavailable where `required` cannot be met.
     """
     config = config or SandboxConfig.from_settings()
-    status, features = _probe(config)
+    probed, features = _probe(config)
+    status = probed.model_copy(deep=True)  # the probe's own stays as found, for later pools
     if config.mode == "required" and not (status.active and status.seccomp):
         raise SandboxUnavailable(
             f"KPLAY_SANDBOX=required, but {status.summary()}; install bubblewrap and allow "
