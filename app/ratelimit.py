@@ -40,6 +40,9 @@ class RunStartLimits:
             key_prefix=f"{settings.key_prefix}:rate",
             key_style="endpoint",
         )
+        # slowapi also reads RATELIMIT_* variables (and a .env file); what it is given above
+        # wins over them, and they cannot switch the limits off.
+        self.limiter.enabled = True
 
         def reader_key(request: Request) -> str:
             return readers.current(request)

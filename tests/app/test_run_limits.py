@@ -123,3 +123,13 @@ def test_counters_are_per_app(make_settings: Callable[..., Settings]) -> None:
 def test_a_rate_that_does_not_parse_is_named() -> None:
     with pytest.raises(ValueError, match="run_rate_per_reader"):
         Settings(database_url="sqlite://", run_rate_per_reader="plenty")
+
+
+def test_slowapis_own_variables_cannot_switch_the_limits_off(
+    make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATELIMIT_ENABLED", "false")
+    app = create_app(make_settings(run_rate_per_reader="1/minute"), FakeExecutor())
+    with TestClient(app) as client:
+        codes = [client.post("/api/v1/runs", json=GOOD).status_code for _ in range(2)]
+    assert codes == [201, 429]
