@@ -60,7 +60,9 @@ class ReaderSessions:
         except BadSignature:  # also a bad or expired timestamp (SignatureExpired)
             return None
         reader = payload.get(_FIELD) if isinstance(payload, dict) else None
-        return (reader, signed_at.timestamp()) if _is_reader_id(reader) else None
+        if not isinstance(reader, str) or not _is_reader_id(reader):
+            return None
+        return reader, signed_at.timestamp()
 
     def current(self, conn: HTTPConnection) -> str:
         """This request's reader id, made (and marked to be sent back) when it has none."""
