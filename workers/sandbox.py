@@ -166,7 +166,7 @@ class Sandbox:
         )
         args += readonly
         for folder in self.config.shared_dirs:
-            args += ["--bind", str(folder), str(folder)]
+            args += ["--bind-try", str(folder), str(folder)]
         args += self._ceiling_args(fds)
         if "seccomp" in fds:
             args += ["--seccomp", str(fds["seccomp"])]

@@ -261,3 +261,29 @@ def test_the_engine_in_the_sandbox_refuses_a_socket_and_passes_honest_kernels() 
     assert "Connection refused" in said or "unreachable" in said, said
     for backend, result in passed.items():
         assert result.state is RunState.done, (backend, result.message, result.output_tail)
+
+
+# ---------------------------------------------------------------- caches
+
+
+def test_compile_caches_are_private_to_each_child() -> None:
+    # One job per child: the second job runs in a fresh box and must not find what the
+    # first one planted in its cache (a compiled artefact a later job would load).
+    planted = sandbox_view.CACHE / "planted.so"
+    with sandboxed_pool(jobs_per_child=1) as pool:
+        assert attempt(pool, f"write:{planted}")["ok"]
+        assert attempt(pool, f"read:{planted}")["ok"] is False
+
+
+def test_calibrated_ceilings_are_copied_in_not_shared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KPLAY_CACHE_DIR", str(tmp_path))
+    (tmp_path / "ceilings").mkdir()
+    host_copy = tmp_path / "ceilings" / "some-device.json"
+    host_copy.write_text('{"device": "some device"}')
+    inside = sandbox_view.ENGINE_CACHE / "ceilings" / "some-device.json"
+    with sandboxed_pool() as pool:
+        assert attempt(pool, f"read:{inside}") == {"ok": True, "bytes": 25}
+        assert attempt(pool, f"write:{inside}")["ok"]
+    assert host_copy.read_text() == '{"device": "some device"}'
