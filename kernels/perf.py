@@ -87,16 +87,14 @@ def measure(
                 after_rep=rotation.after_rep,
             )
     except RepetitionFailed as failed:
-        stage = TimingStage(timed=False, untimed_reason="a timed repetition's output was wrong")
-        rotation.describe(stage)
-        return Measured(stage, None, failed.check, repetition=failed.check)
-    stage.case = case.name
-    stage.params = dict(case.params)
+        return _wrong_repetition(rotation, case, failed.check)
     ops.synchronize()
-    rotation.describe(stage)
     wrong_rep = rotation.failure()
     if wrong_rep is not None:
-        return Measured(stage, None, wrong_rep, repetition=wrong_rep)
+        return _wrong_repetition(rotation, case, wrong_rep)
+    stage.case = case.name
+    stage.params = dict(case.params)
+    rotation.describe(stage)
     recheck = _recheck(problem, rotation, ops, launch, seeds, case)
     ceilings = ceilings_for_run(ops)
     place = _place(problem, case, stage, ceilings)
@@ -116,6 +114,18 @@ def measure(
         prepared, _ = rotation.last_launch()
         _add_baseline(problem, case, prepared, ops, place, stage, job)
     return measured
+
+
+def _wrong_repetition(rotation: Rotation, case: Case, check: CaseCheck) -> Measured:
+    """A run whose repetitions were not all right has no time worth showing."""
+    stage = TimingStage(
+        timed=False,
+        untimed_reason="the output of a timed repetition was wrong",
+        case=case.name,
+        params=dict(case.params),
+    )
+    rotation.describe(stage)
+    return Measured(stage, None, check, repetition=check)
 
 
 def _recheck(

@@ -63,6 +63,8 @@ def test_a_cheating_kernel_gets_the_verdict_it_declares(slug: str, backend: str,
     if expected == "wrong":
         assert not result.verified
         assert "was wrong" in (result.message or "")
+        # The time of a kernel caught cheating is not shown as its time.
+        assert result.timing is not None and not result.timing.timed and not result.roofline
     if expected == "done":
         # Left nothing to exploit, it did its work: timed, checked, verified.
         assert result.timing is not None and result.timing.timed
