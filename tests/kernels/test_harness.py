@@ -15,7 +15,7 @@ from kplay.kernels import plausibility, repcheck, rotation, timing
 from kplay.kernels.arrays import ArrayOps
 from kplay.kernels.backends.base import ArrayKind
 from kplay.kernels.catalog import PROBLEMS_DIR, ProblemLoadError, get_problem, load_problem
-from kplay.kernels.models import Ceilings, RunJob
+from kplay.kernels.models import Ceilings, RunJob, TimingStage
 from kplay.kernels.problem import Case, Tolerance
 from kplay.kernels.seeds import RECHECK_SEED_OFFSET, RunSeeds
 
@@ -174,6 +174,56 @@ def test_the_cpu_checks_a_share_of_repetitions_when_checking_costs_more() -> Non
     assert rot.check_share() == pytest.approx(0.5)
     rot.kernel_us = 5000.0
     assert rot.check_share() == 1.0
+
+
+class _StandInGpu(ArrayOps):
+    """NumPy arrays taken for device ones: runs the GPU branch of the rotation here."""
+
+    on_gpu = True  # type: ignore[assignment]
+
+    def as_cupy(self, dev: Any) -> Any:
+        return dev
+
+
+class _Packed:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def get(self) -> Any:
+        return self.value
+
+
+def test_the_gpu_branch_counts_every_repetition_and_names_the_first_wrong_one(monkeypatch):
+    import sys
+    import types
+
+    def count(got: Any, expected: Any, tol: Tolerance) -> _Packed:
+        bad, unwritten, _ = repcheck.count_on_host(np.asarray(got), np.asarray(expected), tol)
+        return _Packed(np.int64(bad | (unwritten << 32)))
+
+    stand_in = types.SimpleNamespace(
+        asarray=np.asarray, stack=lambda parts: _Packed(np.stack([p.value for p in parts]))
+    )
+    monkeypatch.setitem(sys.modules, "cupy", stand_in)
+    monkeypatch.setattr(repcheck, "count_on_device", count)
+    problem = get_problem("saxpy")
+    seeds = RunSeeds(base=5, public=True)
+    launch = _saxpy(wrong_on=9)
+    rot = rotation.Rotation(
+        problem, Case(name="small", params={"n": 5000}), _StandInGpu(ArrayKind.numpy),
+        launch, seeds, 2**30,
+    )  # fmt: skip
+    for i in range(12):
+        rot.before_rep()
+        rot.launch()
+        rot.after_rep(i >= 3, None)  # three warm-ups, as on the GPU
+    stage = TimingStage(timed=True)
+    rot.describe(stage)
+    assert stage.checked_reps == 12 and stage.checked_policy == "every repetition, on the device"
+    failed = rot.failure()
+    assert failed is not None and failed.name == "small (timed repetition 6)"
+    assert failed.message.startswith("the output of timed repetition 6 (input set ")
+    assert "out: " in failed.message and "elements outside the tolerance" in failed.message
 
 
 # ---------------------------------------------------------------- the check of one output
