@@ -1,6 +1,6 @@
 """Every backend's correct vector_add through the real engine, sandbox off and on.
 
-    python bench/sandbox_backends.py [--problem vector_add] [--repeat 3] [--mode time]
+    python bench/sandbox_backends.py [--problem vector_add] [--repeat 3] [--mode full]
 
 On a GPU host this is the check that CUDA (NVRTC and the nvcc report), Numba's CUDA target,
 Triton (which builds its launcher with gcc in the child's cache) and Numba's LLVM JIT all
@@ -12,6 +12,7 @@ box's private caches) and the median of the repeats, in milliseconds.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -29,7 +30,14 @@ from kplay.workers.sandbox import SandboxConfig  # noqa: E402
 
 SUFFIXES = {"cuda": ".cu", "numba-cuda": ".numba_cuda.py", "triton": ".triton.py"}
 SUFFIXES["numba-cpu"] = ".numba_cpu.py"
-MODES = {"off": SandboxConfig(mode="off"), "bubblewrap": SandboxConfig(mode="required")}
+# Both from the settings (KPLAY_SANDBOX_BWRAP names an unpacked bubblewrap), mode forced.
+_SETTINGS = SandboxConfig.from_settings()
+MODES = {
+    "off": _SETTINGS.model_copy(update={"mode": "off"}),
+    "bubblewrap": _SETTINGS.model_copy(update={"mode": "required"}),
+}
+for _name in os.environ.get("SANDBOX_BENCH_SKIP", "").split(","):
+    MODES.pop(_name, None)
 
 
 def solution(problem: str, backend: str) -> str:
@@ -47,7 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problem", default="vector_add")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--mode", default="time", choices=("check", "time"))
+    parser.add_argument("--mode", default="full", choices=("check", "full"))
     args = parser.parse_args()
     limits = Limits(wall_timeout_s=120.0, start_timeout_s=180.0, cpu_seconds=240)
     print(f"commit {commit()}; {args.problem}, mode {args.mode}")

@@ -40,7 +40,14 @@ from kplay.workers.sandbox import SandboxConfig  # noqa: E402
 
 TARGET = "bench.sandbox_overhead:trivial"
 ENGINE = "kplay.kernels.evaluate:evaluate"
-MODES = {"off": SandboxConfig(mode="off"), "bubblewrap": SandboxConfig(mode="required")}
+# Both from the settings (KPLAY_SANDBOX_BWRAP names an unpacked bubblewrap), mode forced.
+_SETTINGS = SandboxConfig.from_settings()
+MODES = {
+    "off": _SETTINGS.model_copy(update={"mode": "off"}),
+    "bubblewrap": _SETTINGS.model_copy(update={"mode": "required"}),
+}
+for _name in os.environ.get("SANDBOX_BENCH_SKIP", "").split(","):
+    MODES.pop(_name, None)
 
 
 def trivial(job: RunJob, emit: Callable[[ProgressEvent], None]) -> RunResult:

@@ -36,12 +36,12 @@ LIMITS = SMALL.model_copy(update={"wall_timeout_s": 8.0, "cpu_seconds": 3, "jobs
 
 
 def sandboxed_pool(target: str = PROBE, **limits: Any) -> WorkerPool:
-    if shutil.which("bwrap") is None:
+    if shutil.which("bwrap") is None and SandboxConfig.from_settings().bwrap is None:
         skip_or_fail("bubblewrap (bwrap) is not installed")
     try:
-        return WorkerPool(
-            1, LIMITS.model_copy(update=limits), target, sandbox=SandboxConfig(mode="required")
-        )
+        # The settings' bubblewrap (KPLAY_SANDBOX_BWRAP), and nothing less than the sandbox.
+        required = SandboxConfig.from_settings().model_copy(update={"mode": "required"})
+        return WorkerPool(1, LIMITS.model_copy(update=limits), target, sandbox=required)
     except SandboxUnavailable as exc:
         skip_or_fail(str(exc))
         raise
