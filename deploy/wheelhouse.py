@@ -37,8 +37,8 @@ PROVIDED = [
     "torch", "triton", "cupy-cuda*", "fastrlock", "nvidia-*", "cuda-bindings", "cuda-python",
     "cuda-pathfinder", "cuda-toolkit", "llvmlite", "sympy", "mpmath", "networkx",
 ]  # fmt: skip
-# Always copied, even when named above: small, and not in every image.
-ALWAYS = {"nvidia-ml-py"}
+# Always copied, even when named above (none today).
+ALWAYS: set[str] = set()
 COPY_IGNORE = (
     ".git",
     ".venv",
