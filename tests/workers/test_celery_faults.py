@@ -42,11 +42,18 @@ def test_a_job_whose_worker_is_killed_runs_again_elsewhere(deployment: Deploymen
     assert ex.store.r.get(ex.store.keys.starts(victim.job_id)) == "2"
 
 
+# The next two stand-ins kill their Celery worker (or its pool child) from the job, as an
+# out-of-memory kill or a lost machine would. A sandboxed job cannot reach its worker at all
+# (tests/workers/test_sandbox.py shows that), so these workers run their children unboxed:
+# what is tested here is the recovery, not the box.
+UNBOXED = {"CUDA_VISIBLE_DEVICES": "", "KPLAY_SANDBOX": "off"}
+
+
 def test_a_kernel_that_kills_its_worker_is_ended_after_one_retry(
     deployment: Deployment,
 ) -> None:
     for name in ("cpu@c", "cpu@d", "cpu@e"):
-        deployment.start_worker(name)
+        deployment.start_worker(name, env=UNBOXED)
     sink = RecordingSink()
     ex = deployment.executor(sink)
     killer = job("kill-worker")
@@ -68,7 +75,7 @@ def test_a_kernel_that_kills_its_worker_is_ended_after_one_retry(
 def test_a_dead_pool_child_ends_its_job_and_the_worker_carries_on(
     deployment: Deployment,
 ) -> None:
-    deployment.start_worker("cpu@f")
+    deployment.start_worker("cpu@f", env=UNBOXED)
     sink = RecordingSink()
     ex = deployment.executor(sink)
     crash = job("kill-pool-child")
