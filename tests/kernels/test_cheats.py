@@ -19,8 +19,9 @@ from kplay.kernels import evaluate as ev
 from kplay.kernels import perf
 from kplay.kernels.backends.base import Capability, get_backend
 from kplay.kernels.catalog import get_problem, load_catalog
-from kplay.kernels.models import Ceilings, RunJob, RunState
+from kplay.kernels.models import RunJob, RunState
 from kplay.kernels.problem import declared_verdict
+from tests.kernels.slow_device import slow_device_ceilings
 
 PROBLEMS = Path(__file__).resolve().parents[2] / "kernels" / "problems"
 HONEST_ADD = (PROBLEMS / "vector_add/solutions/correct/vector_add.numba_cpu.py").read_text()
@@ -161,20 +162,8 @@ def test_a_timed_repetition_that_writes_nothing_makes_the_run_wrong(monkeypatch)
 # ---------------------------------------------------------------- too fast for the device
 
 
-def _tiny_ceilings(ops: Any) -> Ceilings:
-    return Ceilings(
-        device="a very slow device",
-        kind="cpu",
-        source="calibrated",
-        copy_bytes_per_s=1e6,
-        read_bytes_per_s=1e6,
-        fp32_flops_per_s=1e3,
-        spread=0.05,
-    )
-
-
 def test_an_honest_run_faster_than_the_ceilings_ends_suspicious(monkeypatch) -> None:
-    monkeypatch.setattr(perf, "ceilings_for_run", _tiny_ceilings)
+    monkeypatch.setattr(perf, "ceilings_for_run", slow_device_ceilings)
     result = ev.evaluate(_job("vector_add", "numba-cpu", HONEST_ADD))
     assert result.state is RunState.suspicious, result.message
     assert result.state.is_final and not result.verified

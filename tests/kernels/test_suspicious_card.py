@@ -8,28 +8,18 @@ import pytest
 
 from kplay.kernels import evaluate as ev
 from kplay.kernels import perf
-from kplay.kernels.models import Ceilings, RunJob, RunResult, RunState
+from kplay.kernels.models import RunJob, RunResult, RunState
+from tests.kernels.slow_device import slow_device_ceilings
 
 SOURCE = Path(__file__).resolve().parents[2] / (
     "kernels/problems/vector_add/solutions/correct/vector_add.numba_cpu.py"
 )
 
 
-def _slow_device(ops: object) -> Ceilings:
-    return Ceilings(
-        device="a very slow device",
-        kind="cpu",
-        source="calibrated",
-        copy_bytes_per_s=1e6,
-        read_bytes_per_s=1e6,
-        fp32_flops_per_s=1e3,
-    )
-
-
 @pytest.fixture(scope="module")
 def suspicious() -> RunResult:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(perf, "ceilings_for_run", _slow_device)
+        patch.setattr(perf, "ceilings_for_run", slow_device_ceilings)
         job = RunJob(
             problem="vector_add", backend="numba-cpu", source=SOURCE.read_text(), timing_cap_s=0.05
         )
