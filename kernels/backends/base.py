@@ -13,6 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar
 
+from kplay.kernels.artifact import Artifact, Variant
 from kplay.kernels.models import CompileStage
 
 
@@ -78,6 +79,21 @@ class CompiledKernel(ABC):
         return None
 
 
+class Exporter(ABC):
+    """The box's side of a GPU backend: the learner's module, loaded in the box.
+
+    `build()` compiles one variant into an `Artifact` that the trusted evaluator loads
+    with `Backend.load()`. Learner errors found while building raise
+    DeferredCompileError (or KernelError), as a lazy JIT's first launch would.
+    """
+
+    @abstractmethod
+    def build(self, variant: Variant) -> Artifact: ...
+
+    def parameters(self) -> list[str] | None:
+        return None
+
+
 class Backend(ABC):
     key: ClassVar[str]
     title: ClassVar[str]
@@ -106,6 +122,22 @@ class Backend(ABC):
     def versions(self) -> dict[str, str]:
         """Library versions for the system report."""
         return {}
+
+    # ------------------------------------------------ learner code in a box of its own
+
+    def exports(self) -> bool:
+        """True where compile() runs on a GPU and the box hands back artefacts instead."""
+        return False
+
+    def export(
+        self, source: str, kernel_name: str, workdir: Path
+    ) -> tuple[CompileStage, Exporter | None]:
+        """In the box: load/compile the learner's source, ready to build artefacts."""
+        raise NotImplementedError(f"the {self.key} backend builds no artefacts")
+
+    def load(self, artifact: Artifact) -> CompiledKernel:
+        """In the evaluator: a launchable kernel from an artefact the box built."""
+        raise NotImplementedError(f"the {self.key} backend loads no artefacts")
 
     def untimed_reason(self) -> str | None:
         cap = self.capability()
