@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from kplay.kernels.backends.base import ArrayKind
+from kplay.kernels.shm import SharedArena
 
 # Integers cannot hold NaN: unwritten integer outputs are caught with a sentinel.
 INT_POISON = {np.dtype("int32"): -0x2BADBEEF, np.dtype("int64"): -0x2BADBEEF2BADBEEF}
@@ -25,8 +26,10 @@ def poison_value(dtype: np.dtype) -> float | int:
 class ArrayOps:
     """Moves arrays for one ArrayKind. Methods are small on purpose: the harness composes them."""
 
-    def __init__(self, kind: ArrayKind) -> None:
+    def __init__(self, kind: ArrayKind, arena: SharedArena | None = None) -> None:
+        """`arena`: host arrays go to shared memory there, for a learner's box to use."""
         self.kind = kind
+        self.arena = arena if kind in (ArrayKind.numpy, ArrayKind.torch_cpu) else None
         if kind is ArrayKind.cupy:
             import cupy
 
@@ -38,6 +41,9 @@ class ArrayOps:
 
     def to_device(self, host: np.ndarray) -> Any:
         host = np.ascontiguousarray(host)
+        if self.arena is not None:
+            shared = self.arena.alloc_copy(host)
+            return shared if self.kind is ArrayKind.numpy else self._torch.from_numpy(shared)
         if self.kind is ArrayKind.numpy:
             return host.copy()
         if self.kind is ArrayKind.cupy:

@@ -10,7 +10,6 @@ import hashlib
 import re
 import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from kplay.kernels.backends.base import (
     KernelError,
     get_backend,
 )
-from kplay.kernels.backends.pysource import SOURCE_STEM
+from kplay.kernels.backends.pysource import learner_trace as _learner_trace
 from kplay.kernels.catalog import get_problem
 from kplay.kernels.check import InputError, run_case
 from kplay.kernels.hardware import prepare_cpu_fallbacks
@@ -46,7 +45,9 @@ from kplay.kernels.models import (
 )
 from kplay.kernels.perf import measure
 from kplay.kernels.problem import ProblemSpec
+from kplay.kernels.remote import ArtifactKernel, BoxClient, BoxFailure, LearnerException
 from kplay.kernels.seeds import RunSeeds
+from kplay.kernels.shm import SharedArena
 from kplay.kernels.sysinfo import system_info
 
 Emit = Callable[[ProgressEvent], None]
@@ -109,17 +110,6 @@ class _Run:
         )
 
 
-def _learner_trace(exc: BaseException, limit: int = 6) -> str:
-    """The exception and the frames that belong to the learner's file, not the harness."""
-    frames = [
-        f"  line {f.lineno}: {f.line}"
-        for f in traceback.extract_tb(exc.__traceback__)
-        if SOURCE_STEM in (f.filename or "") or (f.filename or "").endswith("kernel.cu")
-    ]
-    head = f"{type(exc).__name__}: {exc}".strip()
-    return "\n".join([head, *frames[-limit:]])
-
-
 def _signature_problem(kernel: CompiledKernel, problem: ProblemSpec) -> str | None:
     params = kernel.parameters()
     if params is None:
@@ -168,7 +158,14 @@ def _resolve(job: RunJob, run: _Run) -> tuple[ProblemSpec, Backend, Capability] 
     return problem, backend, cap
 
 
-def evaluate(job: RunJob, emit: Emit | None = None) -> RunResult:
+def evaluate(job: RunJob, emit: Emit | None = None, box: BoxClient | None = None) -> RunResult:
+    """Compile, check, time and place one job.
+
+    With `box` (what a worker gives every job), the learner's code runs only in that
+    box: this process loads the artefacts it builds, or calls into it for host backends,
+    and keeps inputs, checks and clocks to itself. Without it, the learner's module is
+    loaded here, which only trusted code may do (tests, benchmarks, the library's API).
+    """
     prepare_cpu_fallbacks()
     run = _Run(job, emit)
     resolved = _resolve(job, run)
@@ -187,7 +184,7 @@ def evaluate(job: RunJob, emit: Emit | None = None) -> RunResult:
     # Drawn here, in the harness, before the learner's module is loaded; never recorded.
     seeds = RunSeeds.for_job(job)
     with tempfile.TemporaryDirectory(prefix="kplay-") as tmp:
-        return _evaluate_in(run, problem, backend, cap, plan, Path(tmp), seeds)
+        return _evaluate_in(run, problem, backend, cap, plan, Path(tmp), seeds, box)
 
 
 def _line_of(text: str) -> int | None:
@@ -203,9 +200,16 @@ def _evaluate_in(
     plan: launch_mod.LaunchPlan,
     workdir: Path,
     seeds: RunSeeds,
+    box: BoxClient | None,
 ) -> RunResult:
     job = run.job
-    stage, kernel = _compile_cached(backend, job.source, plan.kernel, workdir)
+    if box is None:
+        stage, kernel = _compile_cached(backend, job.source, plan.kernel, workdir)
+    else:
+        try:
+            stage, kernel = _compile_boxed(backend, cap, job.source, plan.kernel, box)
+        except (BoxFailure, LearnerException) as exc:
+            return run.result(RunState.runtime_error, str(exc).splitlines()[0])
     system = system_info(backend, cap, seeds.base if seeds.public else None)
     if not stage.ok:
         first = stage.diagnostics[0].message if stage.diagnostics else "compilation failed"
@@ -223,7 +227,8 @@ def _evaluate_in(
     if mismatch:
         stage.diagnostics.append(Diagnostic(message=mismatch))
         return run.result(RunState.compile_error, mismatch, compile=stage, system=system)
-    kernel_run = _KernelRun(run, problem, backend, cap, plan, kernel, stage, system, seeds)
+    arena = box.arena if box is not None else None
+    kernel_run = _KernelRun(run, problem, backend, cap, plan, kernel, stage, system, seeds, arena)
     return kernel_run.check_and_time()
 
 
@@ -246,6 +251,24 @@ def _compile_cached(
     return stage, kernel
 
 
+def _compile_boxed(
+    backend: Backend, cap: Capability, source: str, kernel_name: str, box: BoxClient
+) -> tuple[CompileStage, CompiledKernel | None]:
+    """The box compiles; a GPU kernel this process has loaded before needs no box at all."""
+    export = cap is Capability.run and backend.exports()
+    key = (backend.key, hashlib.sha256(source.encode()).hexdigest(), kernel_name)
+    if export:
+        hit = _COMPILED.get(key)
+        if hit is not None and isinstance(hit[1], ArtifactKernel):
+            hit[1].rebind(box)
+            return hit[0].model_copy(deep=True), hit[1]
+    stage, kernel = box.compile(backend, source, kernel_name, export=export)
+    if isinstance(kernel, ArtifactKernel) and stage.ok:
+        kernel.scope = "/".join(key)
+        _COMPILED[key] = (stage.model_copy(deep=True), kernel)
+    return stage, kernel
+
+
 @dataclass(frozen=True)
 class _KernelRun:
     """A kernel that compiled, with everything the run resolved for it: checks it, times it."""
@@ -259,6 +282,7 @@ class _KernelRun:
     stage: CompileStage
     system: SystemInfo
     seeds: RunSeeds
+    arena: SharedArena | None = None  # host arrays in memory the learner's box shares
 
     def result(
         self,
@@ -278,7 +302,7 @@ class _KernelRun:
         return lambda args: self.kernel.launch(args, spec)
 
     def check_and_time(self) -> RunResult:
-        ops = ArrayOps(self.backend.array_kind())
+        ops = ArrayOps(self.backend.array_kind(), self.arena)
         checked = self._check(ops)
         if isinstance(checked, RunResult):
             return checked
@@ -328,10 +352,10 @@ class _KernelRun:
         except InputError as exc:
             return self.result(RunState.runtime_error, f"problem error: {exc}")
         except Exception as exc:  # noqa: BLE001 - the learner's kernel may raise anything
-            if ops.on_gpu:
+            if ops.on_gpu and not _from_box(exc):
                 # Any failure on a GPU may leave a sticky error in the context: retire the child.
                 _POISONED = True
-            msg = _learner_trace(exc)
+            msg = _trace(exc)
             return self.result(
                 RunState.runtime_error,
                 msg.splitlines()[0],
@@ -350,10 +374,10 @@ class _KernelRun:
                 self.launch_for, self.seeds,
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001
-            if ops.on_gpu:
+            if ops.on_gpu and not _from_box(exc):
                 _POISONED = True
             return self.result(
-                RunState.runtime_error, f"during timing: {_learner_trace(exc)}", check=check_stage
+                RunState.runtime_error, f"during timing: {_trace(exc)}", check=check_stage
             )
         timing, recheck = measured.timing, measured.recheck
         if measured.repetition is not None:
@@ -385,6 +409,15 @@ class _KernelRun:
         # Public seeds were known to the kernel; a time never judged proves nothing.
         result.verified = measured.judged and not self.seeds.public
         return result
+
+
+def _from_box(exc: BaseException) -> bool:
+    """An error the learner's box reported: this process's GPU context is untouched."""
+    return isinstance(exc, BoxFailure | LearnerException)
+
+
+def _trace(exc: BaseException) -> str:
+    return exc.trace if isinstance(exc, LearnerException) else _learner_trace(exc)
 
 
 def _merge_report(stage: CompileStage, kernel: CompiledKernel) -> None:

@@ -27,6 +27,7 @@ import importlib
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import traceback
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     _send(conn, {"type": "ready", "error": error, "pid": os.getpid(), "machine": machine})
 
     home = Path.cwd()
+    boxes = _Boxes(config.get("boxes_fd"))
     while True:
         try:
             message = json.loads(conn.recv_bytes())
@@ -95,11 +97,50 @@ def main(argv: list[str] | None = None) -> None:
         nonce = message.get("nonce")
         if message.get("type") != "job" or not isinstance(nonce, str) or not nonce:
             return
-        payload, leave = _run_one(conn, loaded, message["job"], nonce, limits, home)
+        box = boxes.for_job(message.get("box"))
+        payload, leave = _run_one(conn, loaded, message["job"], nonce, limits, home, box)
+        used = boxes.after_job()
         _flush_all()
-        _send(conn, {"type": "result", "nonce": nonce, "result": payload, "exit": leave})
+        reply = {"type": "result", "nonce": nonce, "result": payload, "exit": leave}
+        if message.get("box") is not None:
+            reply["box_used"] = used
+        _send(conn, reply)
         if leave:
             return
+
+
+class _Boxes:
+    """The learner's boxes the parent hands over, one socket each, on the carrier socket."""
+
+    def __init__(self, fd: Any) -> None:
+        self.carrier = socket.socket(fileno=int(fd)) if isinstance(fd, int) else None
+        self.client: Any = None
+
+    def for_job(self, which: Any) -> Any:
+        if self.carrier is None or which not in ("new", "same"):
+            return None
+        if which == "same" and self.client is None:
+            raise RuntimeError("the parent named a box this process does not hold")
+        if which == "new":
+            from kplay.kernels.remote import BoxClient
+
+            if self.client is not None:
+                self.client.close()
+            _, fds, _, _ = socket.recv_fds(self.carrier, 1, 1)
+            if len(fds) != 1:
+                raise RuntimeError("the parent sent no box with the job")
+            self.client = BoxClient.from_fd(fds[0])
+        return self.client
+
+    def after_job(self) -> bool:
+        """Whether learner code reached the box; a used box is closed (the parent ends it)."""
+        if self.client is None:
+            return False
+        used = bool(self.client.used)
+        if used:
+            self.client.close()
+            self.client = None
+        return used
 
 
 def _warm(loaded: _Loaded, warm: bool) -> str | None:
@@ -120,6 +161,7 @@ def _run_one(
     nonce: str,
     limits: Limits,
     home: Path,
+    box: Any = None,
 ) -> tuple[dict[str, Any], bool]:
     """Run one job in a fresh working directory; returns (result JSON, child must exit)."""
     from kplay.kernels.models import ProgressEvent, RunJob, RunResult
@@ -140,7 +182,7 @@ def _run_one(
     try:
         if loaded.run is None:
             raise _EngineUnavailable(loaded.error or "no evaluator")
-        outcome = loaded.run(job, emit)
+        outcome = loaded.run(job, emit) if box is None else loaded.run(job, emit, box=box)
         result = RunResult.model_validate(_jsonable(outcome))
         payload = result.model_dump(mode="json")
     except MemoryError:

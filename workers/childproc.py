@@ -27,10 +27,10 @@ from pydantic import ValidationError
 from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
 from kplay.workers.box import Box
 from kplay.workers.channel import BadMessage, Channel, ChannelClosed
+from kplay.workers.learner import LearnerSlot, start_process
 from kplay.workers.limits import (
     Limits,
     breached_limit,
-    child_env,
     describe_bytes,
     output_tail,
     signal_message,
@@ -73,6 +73,7 @@ class Child:
         cache_dir: Path,
         describe: bool = False,
         sandbox: Sandbox | None = None,
+        learner_boxes: bool = False,
     ) -> None:
         self.limits = limits
         self.machine: dict[str, Any] | None = None
@@ -90,20 +91,36 @@ class Child:
             "describe": describe,
             "limits": child_limits.model_dump(mode="json"),
         }
+        # Learner code runs in a box of its own; the child gets each box's socket on this.
+        self.learner: LearnerSlot | None = None
+        self._carrier: socket.socket | None = None
+        carried: socket.socket | None = None
+        if learner_boxes:
+            self._carrier, carried = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            carried.set_inheritable(True)
+            config["boxes_fd"] = carried.fileno()
         # -P keeps the private directory (cwd) off sys.path; -s skips the user's site dir.
         argv = [sys.executable, "-P", "-s", "-m", "kplay.workers.child", str(theirs.fileno())]
+        fds = (theirs.fileno(), *((carried.fileno(),) if carried is not None else ()))
         try:
             with open(self.output, "ab") as out:
                 self.box = _launch(
-                    [*argv, json.dumps(config)], self.home, out, theirs, limits, cache_dir, sandbox
+                    [*argv, json.dumps(config)], self.home, out, fds, limits, cache_dir, sandbox
                 )
             self.proc = self.box.proc
+            if learner_boxes:
+                self.learner = LearnerSlot(child_limits, cache_dir, sandbox, self.output)
+                self.learner.start()
         except OSError:
             self._chan.close()
+            if self._carrier is not None:
+                self._carrier.close()
             shutil.rmtree(self.home, ignore_errors=True)
             raise
         finally:
             theirs.close()
+            if carried is not None:
+                carried.close()
 
     @property
     def pid(self) -> int:
@@ -139,11 +156,21 @@ class Child:
         # Every message about this job must carry the nonce; nothing written before the job
         # was handed over, or by an earlier job, can.
         nonce = secrets.token_hex(16)
+        message: dict[str, Any] = {"type": "job", "job": job.model_dump(mode="json")}
+        message["nonce"] = nonce
+        self.box_used = True  # unless the child says its box stayed untouched
         try:
-            self._send({"type": "job", "job": job.model_dump(mode="json"), "nonce": nonce})
+            if self.learner is not None and self._carrier is not None:
+                fresh = self.learner.hand_over(self._carrier)
+                message["box"] = "new" if fresh else "same"
+            self._send(message)
             result = self._follow(job, nonce, on_event, start)
         except _Stop as stop:
             result = failure_result(job, stop.message, stop.state)
+        except OSError as exc:
+            result = failure_result(job, f"the learner's box could not be handed over: {exc}")
+        if self.learner is not None:
+            self.learner.after_job(self.box_used or self.exited())
         # Nothing a job started outlives it: compilers, background processes, daemons.
         if not self.exited():
             self.box.sweep()
@@ -164,6 +191,7 @@ class Child:
                 else:
                     if message["exit"]:
                         self.healthy = False  # poisoned: this child must not run another job
+                    self.box_used = message.get("box_used") is not False
                     result = self._parse_result(job, message["result"])
                     if self.wrote_between_jobs():
                         # More after its one result: nothing of it may reach the next job.
@@ -327,6 +355,8 @@ class Child:
     def kill(self) -> None:
         """Kill every process of the child (its sandbox, or its process group), then reap it."""
         self.healthy = False
+        if self.learner is not None:
+            self.learner.end()
         self.box.kill()
         try:
             self.proc.wait(timeout=5.0)
@@ -342,6 +372,8 @@ class Child:
         self.kill()  # also takes down anything it left behind in its group
         self.box.close()
         self._chan.close()
+        if self._carrier is not None:
+            self._carrier.close()
         shutil.rmtree(self.home, ignore_errors=True)
 
 
@@ -349,27 +381,13 @@ def _launch(
     command: list[str],
     home: Path,
     out: Any,
-    theirs: socket.socket,
+    fds: tuple[int, ...],
     limits: Limits,
     cache_dir: Path,
     sandbox: Sandbox | None,
 ) -> Box:
     """Start the child in `sandbox`, or as a plain process leading its own session."""
-    fd = theirs.fileno()
-    if sandbox is not None:
-        env = sandbox.child_env(limits)
-        return sandbox.start(command, env=env, output=out, cwd=home, pass_fds=(fd,))
-    proc = subprocess.Popen(
-        command,
-        cwd=home,
-        env=child_env(limits, home, cache_dir),
-        stdin=subprocess.DEVNULL,
-        stdout=out,
-        stderr=out,
-        pass_fds=(fd,),
-        start_new_session=True,
-    )
-    return Box(proc)
+    return start_process(command, home, out, fds, limits, cache_dir, sandbox)
 
 
 def _socket_pair() -> tuple[Channel, socket.socket]:

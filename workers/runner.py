@@ -66,6 +66,7 @@ class WorkerPool:
         describe: bool = False,
         spares: int = 0,
         sandbox: SandboxConfig | None = None,
+        learner_boxes: bool | None = None,
     ) -> None:
         if size < 1:
             raise ValueError("a worker pool needs at least one child")
@@ -83,6 +84,8 @@ class WorkerPool:
         self.size = size
         self.limits = limits or Limits()
         self.target = target
+        # The engine's evaluator runs learner code only in a box of its own (workers/learner).
+        self.learner_boxes = target == DEFAULT_TARGET if learner_boxes is None else learner_boxes
         self.warm = warm
         self._own_cache = self.limits.cache_dir is None
         self.cache_dir = self.limits.cache_dir or Path(tempfile.mkdtemp(prefix="kplay-cache-"))
@@ -208,8 +211,9 @@ class WorkerPool:
             # One description is enough; later children skip the backend imports it needs.
             describe = self.describe and self.machine is None
             child = Child(
-                self.limits, self.target, self.warm, self.cache_dir, describe, self._sandbox
-            )
+                self.limits, self.target, self.warm, self.cache_dir, describe, self._sandbox,
+                learner_boxes=self.learner_boxes,
+            )  # fmt: skip
         except OSError as exc:
             raise ChildStartError(f"could not start an evaluation process: {exc}") from exc
         with self._lock:

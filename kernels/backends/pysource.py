@@ -383,3 +383,14 @@ def version(dist: str) -> str | None:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def learner_trace(exc: BaseException, limit: int = 6) -> str:
+    """The exception and the frames that belong to the learner's file, not the harness."""
+    frames = [
+        f"  line {f.lineno}: {f.line}"
+        for f in traceback.extract_tb(exc.__traceback__)
+        if SOURCE_STEM in (f.filename or "") or (f.filename or "").endswith("kernel.cu")
+    ]
+    head = f"{type(exc).__name__}: {exc}".strip()
+    return "\n".join([head, *frames[-limit:]])

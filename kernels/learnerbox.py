@@ -1,0 +1,211 @@
+"""The learner's box: `python -m kplay.kernels.learnerbox FD`. Learner code runs here only.
+
+One box serves one job, then exits. The trusted evaluator (kernels.evaluate, in another
+process) asks it, over the socket FD (kernels.boxwire), to:
+
+- `load` the learner's source for a backend: import it (its top-level code runs here),
+  compile it, and answer with the compile stage and the kernel's parameter names. In
+  `export` mode (a GPU backend) the box then `build`s artefacts (kernels.artifact) that the
+  evaluator loads and launches itself; in `host` mode (numba-cpu, Numba's CUDA simulator,
+  Triton's interpreter) the box keeps the function and `call`s it on arrays in shared
+  memory the evaluator owns (kernels.shm), while the evaluator's clock times the call.
+- `segments`: map the shared-memory segments whose descriptors come with the message.
+- `report`: what a lazy JIT learned at its first launch.
+
+Everything here is untrusted once learner code has run: the evaluator checks every
+answer's shape, times every call itself and checks every output itself, and the worker
+sandboxes this process and ends it (and anything it started) with the job.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+from kplay.kernels.boxwire import Wire, WireError
+
+
+class _Box:
+    def __init__(self, wire: Wire) -> None:
+        from kplay.kernels.shm import MappedSegments
+
+        self.wire = wire
+        self.segments = MappedSegments()
+        self.backend: Any = None
+        self.kernel: Any = None  # host mode: a CompiledKernel
+        self.exporter: Any = None  # export mode: a backend Exporter
+        self.torch = False
+        self.workdir = Path(tempfile.mkdtemp(prefix="box-"))
+
+    def serve(self) -> None:
+        while True:
+            try:
+                message, fds = self.wire.recv()
+            except WireError:
+                return
+            op = message.get("op")
+            try:
+                if op == "segments":
+                    answer = self._segments(message, fds)
+                elif op == "load":
+                    answer = self._load(message)
+                elif op == "call":
+                    answer = self._call(message)
+                elif op == "build":
+                    answer = self._build(message)
+                elif op == "report":
+                    answer = self._report()
+                else:
+                    answer = _error("protocol", f"unknown request {op!r}")
+            except BaseException as exc:  # noqa: BLE001 - every learner failure is an answer
+                if isinstance(exc, KeyboardInterrupt | SystemExit):
+                    raise
+                answer = _from_exception(exc)
+            _flush()
+            try:
+                self.wire.send(answer)
+            except WireError:
+                return
+
+    # ------------------------------------------------------------ requests
+
+    def _segments(self, message: dict[str, Any], fds: list[int]) -> dict[str, Any]:
+        items = message.get("items", [])
+        if len(items) != len(fds):
+            for fd in fds:
+                os.close(fd)
+            return _error("protocol", "segment list and descriptors disagree")
+        for (ident, size), fd in zip(items, fds, strict=True):
+            self.segments.add(int(ident), int(size), fd)
+        return {"ok": True}
+
+    def _load(self, message: dict[str, Any]) -> dict[str, Any]:
+        from kplay.kernels.backends.base import ArrayKind, get_backend
+
+        self.backend = get_backend(str(message["backend"]))
+        source, name = str(message["source"]), str(message["kernel"])
+        if message.get("mode") == "export":
+            stage, self.exporter = self.backend.export(source, name, self.workdir)
+            loaded: Any = self.exporter
+        else:
+            stage, self.kernel = self.backend.compile(source, name, self.workdir)
+            self.torch = self.backend.array_kind() is ArrayKind.torch_cpu
+            loaded = self.kernel
+        return {
+            "ok": True,
+            "stage": stage.model_dump(mode="json"),
+            "params": loaded.parameters() if loaded is not None else None,
+            "runnable": loaded is not None,
+        }
+
+    def _call(self, message: dict[str, Any]) -> dict[str, Any]:
+        from kplay.kernels.backends.base import LaunchSpec
+
+        if self.kernel is None:
+            return _error("protocol", "no kernel is loaded")
+        args = [self._argument(a) for a in message["args"]]
+        spec = LaunchSpec(**_spec_fields(message["spec"]))
+        self.kernel.launch(args, spec)
+        return {"ok": True}
+
+    def _argument(self, where: dict[str, Any]) -> Any:
+        import numpy as np
+
+        if "scalar" in where:
+            return np.dtype(where["dtype"]).type(where["scalar"])
+        array = self.segments.array(where)
+        if self.torch:
+            import torch
+
+            return torch.from_numpy(array)
+        return array
+
+    def _build(self, message: dict[str, Any]) -> dict[str, Any]:
+        from kplay.kernels.artifact import Variant
+
+        if self.exporter is None:
+            return _error("protocol", "nothing is loaded to build")
+        artifact = self.exporter.build(Variant.model_validate(message["variant"]))
+        return {"ok": True, "artifact": artifact.model_dump(mode="json")}
+
+    def _report(self) -> dict[str, Any]:
+        stage = self.kernel.report() if self.kernel is not None else None
+        return {"ok": True, "stage": stage.model_dump(mode="json") if stage else None}
+
+
+def _spec_fields(raw: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kernel": str(raw["kernel"]),
+        "grid": tuple(int(g) for g in raw.get("grid", ())),
+        "block": tuple(int(b) for b in raw.get("block", ())),
+        "shared_mem_bytes": int(raw.get("shared_mem_bytes", 0)),
+        "num_warps": raw.get("num_warps"),
+        "num_stages": raw.get("num_stages"),
+        "constants": {str(k): int(v) for k, v in raw.get("constants", {}).items()},
+    }
+
+
+def _error(kind: str, message: str, **rest: Any) -> dict[str, Any]:
+    return {"ok": False, "error": {"kind": kind, "message": message, **rest}}
+
+
+def _from_exception(exc: BaseException) -> dict[str, Any]:
+    from kplay.kernels.backends.base import DeferredCompileError, KernelError
+    from kplay.kernels.backends.pysource import learner_trace
+    from kplay.kernels.launch import LaunchError
+
+    if isinstance(exc, DeferredCompileError):
+        return _error("compile", str(exc), stage=exc.stage.model_dump(mode="json"))
+    if isinstance(exc, KernelError):
+        return _error("kernel", str(exc))
+    if isinstance(exc, LaunchError):
+        return _error("launch", str(exc))
+    traceback.print_exc()
+    return _error("exception", learner_trace(exc), type=type(exc).__name__)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - learner code may have replaced the streams
+            pass
+
+
+def warm_up() -> None:
+    """Import what loading a learner's module needs, before the job arrives."""
+    from kplay.kernels.hardware import prepare_cpu_fallbacks
+
+    prepare_cpu_fallbacks()
+    import numba  # noqa: F401
+
+    from kplay.kernels.backends.base import registry
+
+    for cls in registry().values():
+        try:
+            cls().capability()  # imports the backend's libraries where they exist
+        except Exception:  # noqa: BLE001 - a backend that cannot load says so at load
+            traceback.print_exc()
+
+
+def serve(fd: int) -> None:
+    """Answer the evaluator on socket `fd` until it hangs up."""
+    wire = Wire.from_fd(fd)
+    os.chdir(tempfile.mkdtemp(prefix="box-cwd-"))
+    _Box(wire).serve()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """An unconfined box (tests, benchmarks); a worker starts kplay.workers.boxmain."""
+    args = sys.argv[1:] if argv is None else argv
+    if "--no-warm" not in args:
+        warm_up()
+    serve(int(args[0]))
+
+
+if __name__ == "__main__":
+    main()

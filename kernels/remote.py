@@ -1,0 +1,256 @@
+"""The evaluator's side of the learner's box (kernels.learnerbox): kernels it cannot touch.
+
+`BoxClient.compile()` stands where `Backend.compile()` stood: it asks the box to load the
+learner's source and returns the compile stage and a CompiledKernel the harness uses as
+before. For a host backend that kernel (`HostCall`) sends every launch to the box and
+waits for it, the arguments named by where they lie in shared memory; for a GPU backend
+(`ArtifactKernel`) it has the box build an artefact per launch variant and loads and
+launches that itself. Every answer is checked: the box runs learner code, and what it
+says is data, never code or a verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from cachetools import LRUCache
+
+from kplay.kernels.artifact import ArgSpec, Artifact, Variant
+from kplay.kernels.backends.base import (
+    Backend,
+    CompiledKernel,
+    DeferredCompileError,
+    KernelError,
+    LaunchSpec,
+)
+from kplay.kernels.boxwire import MAX_FDS, Wire, WireError
+from kplay.kernels.launch import LaunchError
+from kplay.kernels.models import CompileStage, Diagnostic
+from kplay.kernels.shm import SharedArena
+
+# An answer takes as long as the learner's code does; the worker's own deadline on the
+# whole job is what stops a box that never answers.
+_ANSWER_TIMEOUT_S = 3600.0
+
+
+class BoxFailure(Exception):
+    """The box broke the protocol, died or went silent: the job cannot go on."""
+
+
+class LearnerException(Exception):
+    """The learner's code raised in the box; the message is its trace there."""
+
+    def __init__(self, trace: str, type_name: str) -> None:
+        super().__init__(trace)
+        self.trace = trace
+        self.type_name = type_name
+
+
+class BoxClient:
+    def __init__(self, wire: Wire) -> None:
+        self.wire = wire
+        self.used = False  # learner code reached the box: it cannot serve another job
+        self.arena: SharedArena | None = None
+
+    @classmethod
+    def from_fd(cls, fd: int) -> BoxClient:
+        return cls(Wire.from_fd(fd))
+
+    def close(self) -> None:
+        if self.arena is not None:
+            self.arena.close()
+            self.arena = None
+        self.wire.close()
+
+    def request(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
+        self.used = True
+        try:
+            self.wire.send(message, fds)
+            answer, extra = self.wire.recv(_ANSWER_TIMEOUT_S)
+        except WireError as exc:
+            raise BoxFailure(f"the learner's process stopped answering: {exc}") from None
+        for fd in extra:  # the box has no business sending descriptors
+            import os
+
+            os.close(fd)
+        if answer.get("ok") is True:
+            return answer
+        error = answer.get("error")
+        if not isinstance(error, dict):
+            raise BoxFailure("the learner's process sent an answer that is not one")
+        raise _raise_for(error)
+
+    # ------------------------------------------------------------ compiling
+
+    def compile(
+        self, backend: Backend, source: str, kernel_name: str, *, export: bool
+    ) -> tuple[CompileStage, CompiledKernel | None]:
+        answer = self.request(
+            {
+                "op": "load",
+                "backend": backend.key,
+                "source": source,
+                "kernel": kernel_name,
+                "mode": "export" if export else "host",
+            }
+        )
+        stage = CompileStage.model_validate(answer.get("stage"))
+        params = _names(answer.get("params"))
+        if not stage.ok or answer.get("runnable") is not True:
+            return stage, None
+        if export:
+            return stage, ArtifactKernel(backend, self, params)
+        if self.arena is None:
+            self.arena = SharedArena()
+        return stage, HostCall(self, self.arena, params)
+
+
+class HostCall(CompiledKernel):
+    """A host kernel that lives in the box: each launch is one round trip, no copies."""
+
+    def __init__(self, client: BoxClient, arena: SharedArena, params: list[str] | None) -> None:
+        self.client = client
+        self.arena = arena
+        self._params = params
+
+    def parameters(self) -> list[str] | None:
+        return self._params
+
+    def launch(self, args: list[Any], spec: LaunchSpec) -> None:
+        new = self.arena.take_unsent()
+        for at in range(0, len(new), MAX_FDS):
+            batch = new[at : at + MAX_FDS]
+            items = [[ident, size] for ident, size, _ in batch]
+            self.client.request({"op": "segments", "items": items}, [fd for *_, fd in batch])
+        wired = [self._wire_arg(a) for a in args]
+        self.client.request({"op": "call", "args": wired, "spec": _spec_json(spec)})
+
+    def _wire_arg(self, arg: Any) -> dict[str, Any]:
+        if isinstance(arg, np.generic):
+            return {"scalar": arg.item(), "dtype": arg.dtype.str}
+        if isinstance(arg, int | float):
+            return {"scalar": arg, "dtype": np.asarray(arg).dtype.str}
+        return self.arena.locate(arg)
+
+    def report(self) -> CompileStage | None:
+        answer = self.client.request({"op": "report"})
+        raw = answer.get("stage")
+        return CompileStage.model_validate(raw) if raw else None
+
+
+# Loaded artefacts, by backend, source, kernel and variant: a warm evaluator launches a
+# kernel it has seen without asking any box.
+_LOADED: LRUCache[tuple[str, str], CompiledKernel] = LRUCache(maxsize=64)
+
+
+class ArtifactKernel(CompiledKernel):
+    """A GPU kernel the box compiled and the evaluator loaded: launched here, untouched."""
+
+    def __init__(self, backend: Backend, client: BoxClient, params: list[str] | None) -> None:
+        self.backend = backend
+        self.client: BoxClient | None = client
+        self._params = params
+        self._report: CompileStage | None = None
+        self._loaded: dict[str, CompiledKernel] = {}
+        self.scope = ""  # set by the evaluator: the source's hash, for the shared cache
+
+    def parameters(self) -> list[str] | None:
+        return self._params
+
+    def rebind(self, client: BoxClient | None) -> None:
+        """A later job reuses this kernel; unbuilt variants come from its box."""
+        self.client = client
+
+    def launch(self, args: list[Any], spec: LaunchSpec) -> None:
+        variant = variant_of(self.backend.key, args, spec)
+        key = variant.key()
+        kernel = self._loaded.get(key) or _LOADED.get((self.scope, key))
+        if kernel is None:
+            kernel = self._build(variant)
+            _LOADED[(self.scope, key)] = kernel
+        self._loaded[key] = kernel
+        kernel.launch(args, spec)
+
+    def _build(self, variant: Variant) -> CompiledKernel:
+        if self.client is None:
+            raise BoxFailure("a new launch variant, and no box to build it")
+        answer = self.client.request({"op": "build", "variant": variant.model_dump(mode="json")})
+        artifact = Artifact.model_validate(answer.get("artifact"))
+        if artifact.backend != self.backend.key:
+            raise BoxFailure("the box built an artefact for another backend")
+        if artifact.stage is not None and self._report is None:
+            self._report = artifact.stage
+        return self.backend.load(artifact)
+
+    def report(self) -> CompileStage | None:
+        return self._report
+
+
+def variant_of(backend: str, args: list[Any], spec: LaunchSpec) -> Variant:
+    """The launch's variant, with only what `backend` compiles differently for."""
+    if backend == "cuda":  # one image serves every launch
+        return Variant(args=())
+    specs = []
+    for arg in args:
+        if isinstance(arg, np.generic | int | float):
+            dtype = np.asarray(arg).dtype
+            value = arg.item() if isinstance(arg, np.generic) else arg
+            specs.append(ArgSpec(kind="scalar", dtype=dtype.name, value=value))
+        else:
+            dtype = arg.dtype if isinstance(arg.dtype, np.dtype) else _torch_dtype(arg)
+            specs.append(ArgSpec(kind="array", dtype=np.dtype(dtype).name, ndim=arg.ndim))
+    if backend != "triton":  # Numba specialises on types only
+        specs = [ArgSpec(kind=s.kind, dtype=s.dtype, ndim=s.ndim) for s in specs]
+        return Variant(args=tuple(specs))
+    return Variant(
+        args=tuple(specs),
+        constants=tuple(sorted((k, int(v)) for k, v in spec.constants.items())),
+        num_warps=spec.num_warps,
+        num_stages=spec.num_stages,
+    )
+
+
+def _torch_dtype(tensor: Any) -> np.dtype:
+    import torch
+
+    return torch.empty(0, dtype=tensor.dtype).numpy().dtype
+
+
+def _spec_json(spec: LaunchSpec) -> dict[str, Any]:
+    return {
+        "kernel": spec.kernel,
+        "grid": list(spec.grid),
+        "block": list(spec.block),
+        "shared_mem_bytes": spec.shared_mem_bytes,
+        "num_warps": spec.num_warps,
+        "num_stages": spec.num_stages,
+        "constants": dict(spec.constants),
+    }
+
+
+def _names(raw: Any) -> list[str] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(isinstance(n, str) for n in raw):
+        raise BoxFailure("the box sent parameter names that are not names")
+    return [n[:200] for n in raw[:256]]
+
+
+def _raise_for(error: dict[str, Any]) -> Exception:
+    kind = error.get("kind")
+    message = str(error.get("message", ""))[:20000]
+    if kind == "compile":
+        try:
+            stage = CompileStage.model_validate(error.get("stage"))
+        except ValueError:
+            stage = CompileStage(ok=False, log=message, diagnostics=[Diagnostic(message=message)])
+        stage.ok = False
+        return DeferredCompileError(stage)
+    if kind == "kernel":
+        return KernelError(message)
+    if kind == "launch":
+        return LaunchError(message)
+    if kind == "exception":
+        return LearnerException(message, str(error.get("type", "Exception"))[:100])
+    return BoxFailure(f"the learner's process broke the protocol: {message}")

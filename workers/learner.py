@@ -1,0 +1,126 @@
+"""The learner's box beside an evaluation child: started ahead, handed over, ended after use.
+
+An evaluation child (`workers/child.py`) never runs learner code; each job's learner code
+runs in a box of its own (`kplay.workers.boxmain`, which serves `kernels.learnerbox`),
+sandboxed like the child and under the same limits. The parent starts the box before the
+job arrives, so its imports are done by then; gives the child the box's end of a socket
+pair (SCM_RIGHTS over a socket kept for that); and ends the box once a job has used it,
+with everything it started, and starts the next. A box that no learner code reached (a
+GPU kernel the child had already loaded) serves the next job too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from kplay.workers.box import Box
+from kplay.workers.limits import Limits, child_env
+from kplay.workers.sandbox import Sandbox
+
+log = logging.getLogger(__name__)
+
+
+def start_process(
+    command: list[str],
+    home: Path,
+    out: Any,
+    fds: tuple[int, ...],
+    limits: Limits,
+    cache_dir: Path,
+    sandbox: Sandbox | None,
+) -> Box:
+    """Start `command` in `sandbox`, or as a plain process leading its own session."""
+    if sandbox is not None:
+        env = sandbox.child_env(limits)
+        return sandbox.start(command, env=env, output=out, cwd=home, pass_fds=fds)
+    proc = subprocess.Popen(
+        command,
+        cwd=home,
+        env=child_env(limits, home, cache_dir),
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=out,
+        pass_fds=fds,
+        start_new_session=True,
+    )
+    return Box(proc)
+
+
+class LearnerSlot:
+    """The one learner box that belongs to one evaluation child."""
+
+    def __init__(
+        self, limits: Limits, cache_dir: Path, sandbox: Sandbox | None, output: Path
+    ) -> None:
+        self.limits = limits
+        self.cache_dir = cache_dir
+        self.sandbox = sandbox
+        self.output = output
+        self.box: Box | None = None
+        self.home: Path | None = None
+        self._unsent: socket.socket | None = None  # the evaluator's end, not yet handed over
+        self.started = 0
+
+    def start(self) -> None:
+        """Start the next box now, so that it warms up while the child waits for a job."""
+        self.end()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        theirs.set_inheritable(True)
+        home = Path(tempfile.mkdtemp(prefix="kplay-box-"))
+        argv = [
+            sys.executable, "-P", "-s", "-m", "kplay.workers.boxmain",
+            str(theirs.fileno()), self.limits.model_dump_json(),
+        ]  # fmt: skip
+        try:
+            with open(self.output, "ab") as out:
+                self.box = start_process(
+                    argv, home, out, (theirs.fileno(),), self.limits, self.cache_dir, self.sandbox
+                )
+        except BaseException:
+            ours.close()
+            shutil.rmtree(home, ignore_errors=True)
+            raise
+        finally:
+            theirs.close()
+        self.home = home
+        self._unsent = ours
+        self.started += 1
+
+    def hand_over(self, carrier: socket.socket) -> bool:
+        """Send a fresh box's end to the child; False when the child keeps the one it has."""
+        if self._unsent is None:
+            if self.box is not None and self.box.proc.poll() is None:
+                return False
+            self.start()
+        assert self._unsent is not None
+        socket.send_fds(carrier, [b"B"], [self._unsent.fileno()])
+        self._unsent.close()
+        self._unsent = None
+        return True
+
+    def after_job(self, used: bool) -> None:
+        """A box that ran learner code serves no other job: end it, start the next."""
+        if used or self.box is None:
+            self.start()
+
+    def end(self) -> None:
+        if self._unsent is not None:
+            self._unsent.close()
+            self._unsent = None
+        if self.box is not None:
+            self.box.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.box.proc.wait(timeout=5.0)
+            self.box.close()
+            self.box = None
+        if self.home is not None:
+            shutil.rmtree(self.home, ignore_errors=True)
+            self.home = None
