@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from kplay.kernels.artifact import Artifact
 from kplay.kernels.backends.base import (
     ArrayKind,
     Backend,
@@ -28,6 +29,13 @@ from kplay.kernels.backends.base import (
     LaunchSpec,
     register,
 )
+from kplay.kernels.backends.cuda_artifact import (
+    CudaExporter,
+    load_cubin,
+    nvrtc_cubin,
+    nvrtc_version,
+)
+from kplay.kernels.backends.cuda_report import _merge_report, _ptx_parameters
 from kplay.kernels.backends.cuda_source import (
     kernel_base_name,
     kernel_name_problem,
@@ -41,7 +49,7 @@ from kplay.kernels.backends.toolkit_find import (
     host_compiler,
     tool_version,
 )
-from kplay.kernels.backends.toolkit_parse import parse_diagnostics, ptx_entry_params
+from kplay.kernels.backends.toolkit_parse import parse_diagnostics
 from kplay.kernels.backends.toolkit_run import (
     KERNEL_FILE,
     NVCC_FLAGS,
@@ -50,7 +58,7 @@ from kplay.kernels.backends.toolkit_run import (
     start_nvcc,
 )
 from kplay.kernels.hardware import has_cuda_gpu, version_text
-from kplay.kernels.models import CompileStage, Diagnostic, Resources
+from kplay.kernels.models import CompileStage, Diagnostic
 
 NVCC_TIMEOUT_S = 60.0
 _CACHE_FORMAT = "1"
@@ -225,6 +233,38 @@ class CudaBackend(Backend):
         stage.duration_ms = (time.perf_counter() - started) * 1000
         return stage, kernel if stage.ok else None
 
+    # ------------------------------------------------------------ in two halves
+
+    def exports(self) -> bool:
+        return self.capability() is Capability.run
+
+    def export(
+        self, source: str, kernel_name: str, workdir: Path
+    ) -> tuple[CompileStage, CudaExporter | None]:
+        """In the learner's box: NVRTC's cubin and the nvcc report, nothing loaded."""
+        started = time.perf_counter()
+        arch = self._device_arch()
+        pending = self._start_report(source, kernel_name, arch, Path(workdir))
+        include = find_cuda_include(nvrtc_version(), _nvcc())
+        options = _NVRTC_OPTIONS + ((f"-I{include}",) if include else ())
+        stage, image, lowered = nvrtc_cubin(source, kernel_name, arch, options)
+        report = self._finish_report(pending, source, kernel_name)
+        _merge_report(stage, report, None, kernel_name)
+        stage.duration_ms = (time.perf_counter() - started) * 1000
+        if not stage.ok or image is None or lowered is None:
+            return stage, None
+        params = kernel_parameters(source, kernel_name)
+        if params is None and stage.ptx:
+            params = _ptx_parameters(stage.ptx, kernel_name)
+        artifact = Artifact.of("cuda", "cubin", image, lowered, arch=arch, abi={"params": params})
+        return stage, CudaExporter(artifact, params)
+
+    def load(self, artifact: Artifact) -> CompiledKernel:
+        """In the evaluator: the box's cubin, loaded by the driver, launched with checks."""
+        import cupy
+
+        return load_cubin(artifact, _device_limits(cupy.cuda.Device().id))
+
     def versions(self) -> dict[str, str]:
         out: dict[str, str] = {}
         nvcc = _nvcc()
@@ -342,49 +382,6 @@ def _default_cache_dir() -> Path:
     from kplay.config import EngineSettings
 
     return EngineSettings().cache_root() / "cuda"
-
-
-def _merge_report(
-    stage: CompileStage, report: CompileStage | None, kernel: Any, kernel_name: str
-) -> None:
-    """Fold the nvcc report into the NVRTC stage of a run."""
-    if report is not None and report.compiler:
-        stage.compiler = f"{(stage.compiler or 'nvrtc').split(' (')[0]} + {report.compiler}"
-    if not stage.ok:
-        return
-    if report is None or not report.ok:
-        note = "no resource report: " + ("nvcc not found" if report is None else "nvcc failed")
-        stage.diagnostics.append(Diagnostic(severity="note", message=note))
-        if report is not None:
-            stage.log = report.log
-        stage.resources = [_function_resources(kernel)]
-        return
-    stage.diagnostics = [d for d in report.diagnostics if d.severity != "error"]
-    stage.log, stage.resources = report.log, report.resources
-    stage.ptx, stage.sass = report.ptx, report.sass
-    if isinstance(kernel, CupyKernel) and kernel.parameters() is None and report.ptx:
-        kernel.set_parameters(_ptx_parameters(report.ptx, kernel_name))
-
-
-def _ptx_parameters(ptx: str, kernel_name: str) -> list[str] | None:
-    """Placeholders for the kernel's parameters, counted in its PTX `.entry`."""
-    base = kernel_base_name(kernel_name)
-    for entry, count in ptx_entry_params(ptx).items():
-        # extern "C" names stay as written; C++ names are mangled as _Z<length><name>...
-        if entry == base or entry.startswith(f"_Z{len(base)}{base}"):
-            return [f"param{i}" for i in range(count)]
-    return None
-
-
-def _function_resources(kernel: CupyKernel | None) -> Resources:
-    """What the driver knows of a loaded kernel, when nvcc could not say more."""
-    fn = kernel.function if kernel is not None else None
-    return Resources(
-        registers=getattr(fn, "num_regs", None),
-        shared_bytes=getattr(fn, "shared_size_bytes", None),
-        stack_frame_bytes=getattr(fn, "local_size_bytes", None),
-        constant_bytes=getattr(fn, "const_size_bytes", None),
-    )
 
 
 __all__ = [

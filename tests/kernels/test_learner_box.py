@@ -1,0 +1,116 @@
+"""The learner's box: learner code runs there, and the evaluator's verdict stays its own.
+
+These start a plain box process (the worker sandboxes it; tests/workers cover that) and
+evaluate through it, as a worker does.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kplay.kernels.evaluate import evaluate
+from kplay.kernels.models import RunJob, RunState
+from kplay.kernels.remote import BoxClient
+from kplay.kernels.shm import SharedArena
+
+PROBLEMS = Path(__file__).resolve().parents[2] / "kernels" / "problems"
+GOOD = (PROBLEMS / "vector_add/solutions/correct/vector_add.numba_cpu.py").read_text()
+WRONG = (PROBLEMS / "vector_add/solutions/wrong/accumulates_into_input.numba_cpu.py").read_text()
+
+
+@pytest.fixture
+def box() -> Iterator[BoxClient]:
+    ours, theirs = socket.socketpair()
+    theirs.set_inheritable(True)
+    command = [sys.executable, "-P", "-s", "-m", "kplay.kernels.learnerbox", str(theirs.fileno())]
+    proc = subprocess.Popen(command, pass_fds=(theirs.fileno(),))
+    theirs.close()
+    client = BoxClient.from_fd(ours.detach())
+    yield client
+    client.close()
+    proc.wait(timeout=30)
+
+
+def _job(source: str, mode: str = "check") -> RunJob:
+    return RunJob(
+        job_id=uuid.uuid4().hex, problem="vector_add", backend="numba-cpu", source=source, mode=mode
+    )
+
+
+def test_the_learners_top_level_code_runs_in_the_box_not_here(box: BoxClient) -> None:
+    marker = f"KPLAY_TEST_MARK_{uuid.uuid4().hex[:8]}"
+    source = f"import os\nos.environ[{marker!r}] = str(os.getpid())\n" + GOOD
+    result = evaluate(_job(source), box=box)
+    assert result.state is RunState.done, result.message
+    assert marker not in os.environ  # this process never imported the learner's module
+    assert box.used
+
+
+def test_patching_the_harness_in_the_box_cannot_turn_wrong_into_right(box: BoxClient) -> None:
+    # Replaces the checker and the comparison in whatever process imports it.
+    patch = (
+        "import kplay.kernels.check as _c\n"
+        "import numpy as _np\n"
+        "_c.run_case = lambda *a, **k: (_ for _ in ()).throw(SystemExit(0))\n"
+        "_np.allclose = lambda *a, **k: True\n"
+        "_np.array_equal = lambda *a, **k: True\n"
+    )
+    result = evaluate(_job(patch + WRONG), box=box)
+    assert result.state is RunState.wrong, result.message
+    assert "inputs are read-only" in (result.message or "")
+
+
+def test_a_learner_exception_is_reported_with_its_line(box: BoxClient) -> None:
+    source = GOOD.replace("out[i] = a[i] + b[i]", "out[i] = a[i] + b[i] + undefined_name")
+    assert source != GOOD
+    result = evaluate(_job(source), box=box)
+    assert result.state in (RunState.compile_error, RunState.runtime_error)
+    assert "undefined_name" in (result.message or "") + str(result.compile)
+
+
+def test_a_box_that_dies_ends_the_job_with_words(box: BoxClient) -> None:
+    source = "import os\n" + GOOD + "\nos._exit(3)\n"  # the box exits while loading it
+    result = evaluate(_job(source), box=box)
+    assert result.state is RunState.runtime_error
+    assert "stopped answering" in (result.message or "")
+
+
+def test_shared_arrays_are_located_and_foreign_ones_refused() -> None:
+    arena = SharedArena()
+    try:
+        x = arena.alloc_copy(np.arange(32, dtype=np.float32).reshape(4, 8))
+        where = arena.locate(x[1:, 2:])
+        assert where["offset"] == (8 + 2) * 4
+        assert where["shape"] == [3, 6] and where["strides"] == [32, 4]
+        with pytest.raises(ValueError):
+            arena.locate(np.zeros(4, dtype=np.float32))
+        assert len(arena.take_unsent()) == 1 and arena.take_unsent() == []
+    finally:
+        arena.close()
+
+
+def test_nvrtc_builds_a_cubin_without_a_gpu() -> None:
+    pytest.importorskip("cuda.bindings")
+    from kplay.kernels.backends.cuda_artifact import nvrtc_cubin
+
+    source = (PROBLEMS / "vector_add/solutions/correct/vector_add.cu").read_text()
+    try:
+        stage, image, lowered = nvrtc_cubin(source, "vector_add", "sm_90", ("-std=c++17",))
+    except RuntimeError as exc:  # no libnvrtc on this machine
+        pytest.skip(f"NVRTC is not available: {exc}")
+    assert stage.ok and image is not None and image[:4] == b"\x7fELF"
+    assert lowered == "vector_add"
+    stage, image, _ = nvrtc_cubin(source + "\nint broken = ;\n", "vector_add", "sm_90", ())
+    assert not stage.ok and image is None
+    assert any(d.line is not None and d.severity == "error" for d in stage.diagnostics)
+    stage, _, _ = nvrtc_cubin(source, "vector_sub", "sm_90", ())
+    assert not stage.ok and "vector_sub" in stage.diagnostics[0].message
