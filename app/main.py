@@ -18,6 +18,7 @@ from kplay.app.db.session import Database
 from kplay.app.deps import Services
 from kplay.app.executors import Reconciling, make_executor
 from kplay.app.guards import PublicStaticFiles
+from kplay.app.localmode import LocalMode
 from kplay.app.render import STATIC_DIR, error_page, make_templates
 from kplay.app.routers import api, fleet, pages, runs_html
 from kplay.app.services.reconcile import Reconciler
@@ -75,7 +76,12 @@ def _install_handlers(app: FastAPI) -> None:
         return error_page(request, request.app.state.services, 500, str(exc))
 
 
-def create_app(settings: Settings | None = None, executor: Executor | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    executor: Executor | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> FastAPI:
+    """The app; `announce` also gets the line that says whether children are sandboxed."""
     settings = settings or Settings()
     catalog = load_catalog()
     book = Book(settings.book_dir, catalog, settings.results_dir)
@@ -96,6 +102,8 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
         if reconciler is None:
             reconcile_interrupted(db)
         ex.start(DatabaseSink(db))
+        app.state.local_mode = mode = LocalMode(ex)
+        _announce_sandbox(mode, announce)
         if reconciler is not None:
             reconciler.start()
         services.db, services.executor = db, ex
@@ -132,6 +140,23 @@ def create_app(settings: Settings | None = None, executor: Executor | None = Non
     return app
 
 
+def _announce_sandbox(mode: LocalMode, announce: Callable[[str], None] | None) -> None:
+    """Say at start whether learner code runs in the sandbox; loudly when it does not."""
+    line = mode.announcement()
+    if line is None:
+        return
+    if mode.active:
+        log.warning("%s", line)
+    else:
+        log.info("%s", line)
+    if announce is not None:
+        announce(line)
+
+
+def _print_line(line: str) -> None:
+    print(f"kplay: {line}", flush=True)
+
+
 def serve(settings: Settings | None = None) -> None:
     """Run the app with uvicorn (what `kplay serve` calls)."""
     import uvicorn
@@ -139,5 +164,8 @@ def serve(settings: Settings | None = None) -> None:
     settings = settings or Settings()
     logging.basicConfig(level=settings.log_level.upper())
     uvicorn.run(
-        create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level
+        create_app(settings, announce=_print_line),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
     )

@@ -14,6 +14,7 @@ from fastapi.templating import Jinja2Templates
 from kplay.app import format as fmt
 from kplay.app.contexts import ErrorPage
 from kplay.app.deps import Services
+from kplay.app.localmode import banner
 from kplay.resources import data_dir
 
 TEMPLATES_DIR = data_dir("templates")
@@ -62,7 +63,8 @@ def roman(number: int) -> str:
 
 
 def make_templates() -> Jinja2Templates:
-    templates = Jinja2Templates(directory=str(TEMPLATES_DIR))
+    # Every page learns whether the server is in trusted local mode (base.html's note).
+    templates = Jinja2Templates(directory=str(TEMPLATES_DIR), context_processors=[banner])
     env = templates.env
     env.globals.update(asset=asset, asset_exists=asset_exists, fmt=fmt)
     env.filters["roman"] = roman

@@ -1,9 +1,10 @@
 """Wires the web layer's guards into an app: reader sessions, run-start rate limits, the
 body-size limit and the security headers (see docs/security.md, "The web layer").
 
-`install_guards` is called once by `create_app`. The refusals it adds (413, 429) speak the
-asker's language: JSON `{"detail": ...}` on the API, the cell's error card for the
-playground's own requests, an error page otherwise.
+`install_guards` is called once by `create_app`. The refusals it adds (403 for a run
+started from another machine in trusted local mode, 413, 429) speak the asker's
+language: JSON `{"detail": ...}` on the API, the cell's error card for the playground's
+own requests, an error page otherwise.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from fastapi.responses import JSONResponse, Response
 
 from kplay.app import ratelimit
 from kplay.app.guards import BodyLimitMiddleware, BodyTooLarge, SecurityHeadersMiddleware
+from kplay.app.localmode import LocalRunsOnly
 from kplay.app.readers import ReaderCookieMiddleware, ReaderSessions
 from kplay.app.render import error_page, render
 from kplay.app.sessionkey import session_secret
@@ -50,6 +52,10 @@ def install_guards(app: FastAPI, settings: Settings) -> ReaderSessions:
     async def rate_limited(request: Request, exc: ratelimit.RateLimitExceeded) -> Response:
         message, headers = ratelimit.refusal(request, exc)
         return refusal_response(request, 429, message, headers)
+
+    @app.exception_handler(LocalRunsOnly)
+    async def local_runs_only(request: Request, exc: LocalRunsOnly) -> Response:
+        return refusal_response(request, 403, str(exc))
 
     @app.exception_handler(BodyTooLarge)
     async def body_too_large(request: Request, exc: BodyTooLarge) -> Response:

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException
 
 from kplay.app.deps import RunsDep, ServicesDep, UserDep
+from kplay.app.localmode import local_runs_only
 from kplay.app.ratelimit import limit_run_starts
 from kplay.app.schemas import ErrorOut, ProblemSummary, RunCreate, RunCreated, RunOut, RunSummary
 from kplay.app.services.problems import problem_summaries, public_problem
@@ -22,11 +23,16 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     )
 }
 REFUSED: dict[int | str, dict[str, Any]] = {
+    403: {
+        "model": ErrorOut,
+        "description": "trusted local mode: the server runs kernels without a sandbox and "
+        "accepts runs only from its own machine",
+    },
     429: {
         "model": ErrorOut,
         "description": "too many runs in flight for this reader, or started too quickly "
         "(then with Retry-After)",
-    }
+    },
 }
 router = APIRouter(prefix="/api/v1", tags=["api"], responses=ERRORS)
 
@@ -44,7 +50,7 @@ def _input_error(exc: RunInputError) -> HTTPException:
     "without one, a new session begins and its cookie comes back in the answer. Only that "
     "session can read the run afterwards.",
     responses=REFUSED,
-    dependencies=[Depends(limit_run_starts)],
+    dependencies=[Depends(local_runs_only), Depends(limit_run_starts)],
 )
 def create_run(body: RunCreate, runs: RunsDep, user: UserDep) -> RunCreated:
     request = RunRequest(

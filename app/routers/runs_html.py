@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Request
 from fastapi.responses import HTMLResponse, Response
 
 from kplay.app.deps import RunsDep, ServicesDep, UserDep
+from kplay.app.localmode import local_runs_only
 from kplay.app.ratelimit import limit_run_starts
 from kplay.app.render import render
 from kplay.app.services import views
@@ -38,7 +39,7 @@ def _error_card(request: Request, services: ServicesDep, status: int, message: s
 @router.post(
     "/cells/{cell_id}/runs",
     response_class=HTMLResponse,
-    dependencies=[Depends(from_our_page), Depends(limit_run_starts)],
+    dependencies=[Depends(from_our_page), Depends(local_runs_only), Depends(limit_run_starts)],
 )
 def run_cell(
     cell_id: str,
