@@ -6,7 +6,6 @@ RunResult with a final state and a message that says what happened.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import tempfile
 import time
@@ -14,8 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from cachetools import LRUCache
 
 from kplay.kernels import launch as launch_mod
 from kplay.kernels.arrays import ArrayOps
@@ -30,6 +27,8 @@ from kplay.kernels.backends.base import (
 from kplay.kernels.backends.pysource import learner_trace as _learner_trace
 from kplay.kernels.catalog import get_problem
 from kplay.kernels.check import InputError, run_case
+from kplay.kernels.compiling import compile_boxed as _compile_boxed
+from kplay.kernels.compiling import compile_cached as _compile_cached
 from kplay.kernels.hardware import prepare_cpu_fallbacks
 from kplay.kernels.models import (
     CaseCheck,
@@ -45,7 +44,7 @@ from kplay.kernels.models import (
 )
 from kplay.kernels.perf import measure
 from kplay.kernels.problem import ProblemSpec
-from kplay.kernels.remote import ArtifactKernel, BoxClient, BoxFailure, LearnerException
+from kplay.kernels.remote import BoxClient, BoxFailure, LearnerException
 from kplay.kernels.seeds import RunSeeds
 from kplay.kernels.shm import SharedArena
 from kplay.kernels.sysinfo import system_info
@@ -230,43 +229,6 @@ def _evaluate_in(
     arena = box.arena if box is not None else None
     kernel_run = _KernelRun(run, problem, backend, cap, plan, kernel, stage, system, seeds, arena)
     return kernel_run.check_and_time()
-
-
-# Re-running the same source in a warm worker skips the compiler (and the JIT).
-_COMPILED: LRUCache[tuple[str, str, str], tuple[CompileStage, CompiledKernel | None]] = LRUCache(
-    maxsize=32
-)
-
-
-def _compile_cached(
-    backend: Backend, source: str, kernel_name: str, workdir: Path
-) -> tuple[CompileStage, CompiledKernel | None]:
-    key = (backend.key, hashlib.sha256(source.encode()).hexdigest(), kernel_name)
-    hit = _COMPILED.get(key)
-    if hit is not None:
-        return hit[0].model_copy(deep=True), hit[1]
-    stage, kernel = backend.compile(source, kernel_name, workdir)
-    if stage.ok:
-        _COMPILED[key] = (stage.model_copy(deep=True), kernel)
-    return stage, kernel
-
-
-def _compile_boxed(
-    backend: Backend, cap: Capability, source: str, kernel_name: str, box: BoxClient
-) -> tuple[CompileStage, CompiledKernel | None]:
-    """The box compiles; a GPU kernel this process has loaded before needs no box at all."""
-    export = cap is Capability.run and backend.exports()
-    key = (backend.key, hashlib.sha256(source.encode()).hexdigest(), kernel_name)
-    if export:
-        hit = _COMPILED.get(key)
-        if hit is not None and isinstance(hit[1], ArtifactKernel):
-            hit[1].rebind(box)
-            return hit[0].model_copy(deep=True), hit[1]
-    stage, kernel = box.compile(backend, source, kernel_name, export=export)
-    if isinstance(kernel, ArtifactKernel) and stage.ok:
-        kernel.scope = "/".join(key)
-        _COMPILED[key] = (stage.model_copy(deep=True), kernel)
-    return stage, kernel
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kplay.kernels import compiling
 from kplay.kernels import evaluate as ev
 from kplay.kernels.models import RunJob, RunState
 
@@ -67,13 +68,13 @@ def test_a_kernel_that_raises_ends_as_a_runtime_error_with_its_line() -> None:
 
 
 def test_the_same_source_compiles_once_and_the_cache_stays_bounded() -> None:
-    ev._COMPILED.clear()
+    compiling._COMPILED.clear()
     first = ev.evaluate(_job(ADD, mode="check"))
-    assert len(ev._COMPILED) == 1
-    [(stage, kernel)] = ev._COMPILED.values()
+    assert len(compiling._COMPILED) == 1
+    [(stage, kernel)] = compiling._COMPILED.values()
     again = ev.evaluate(_job(ADD, mode="check"))
-    [(kept_stage, kept_kernel)] = ev._COMPILED.values()
+    [(kept_stage, kept_kernel)] = compiling._COMPILED.values()
     assert kept_stage is stage and kept_kernel is kernel  # not compiled again
     assert again.compile == first.compile  # a copy of the stored stage, not the stored one
     assert again.compile is not stage
-    assert ev._COMPILED.maxsize == 32
+    assert compiling._COMPILED.maxsize == 32
