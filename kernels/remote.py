@@ -34,6 +34,10 @@ from kplay.kernels.shm import SharedArena
 _ANSWER_TIMEOUT_S = 3600.0
 
 
+# How a job that lost its box ends; the worker, which sees how the box died, says more.
+BOX_GONE = "the learner's process stopped answering"
+
+
 class BoxFailure(Exception):
     """The box broke the protocol, died or went silent: the job cannot go on."""
 
@@ -69,7 +73,7 @@ class BoxClient:
             self.wire.send(message, fds)
             answer, extra = self.wire.recv(_ANSWER_TIMEOUT_S)
         except WireError as exc:
-            raise BoxFailure(f"the learner's process stopped answering: {exc}") from None
+            raise BoxFailure(f"{BOX_GONE}: {exc}") from None
         for fd in extra:  # the box has no business sending descriptors
             import os
 

@@ -25,7 +25,6 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
-from kplay.workers.box import Box
 from kplay.workers.channel import BadMessage, Channel, ChannelClosed
 from kplay.workers.learner import LearnerSlot, start_process
 from kplay.workers.limits import (
@@ -104,9 +103,8 @@ class Child:
         fds = (theirs.fileno(), *((carried.fileno(),) if carried is not None else ()))
         try:
             with open(self.output, "ab") as out:
-                self.box = _launch(
-                    [*argv, json.dumps(config)], self.home, out, fds, limits, cache_dir, sandbox
-                )
+                command = [*argv, json.dumps(config)]
+                self.box = start_process(command, self.home, out, fds, limits, cache_dir, sandbox)
             self.proc = self.box.proc
             if learner_boxes:
                 self.learner = LearnerSlot(child_limits, cache_dir, sandbox, self.output)
@@ -161,8 +159,7 @@ class Child:
         self.box_used = True  # unless the child says its box stayed untouched
         try:
             if self.learner is not None and self._carrier is not None:
-                fresh = self.learner.hand_over(self._carrier)
-                message["box"] = "new" if fresh else "same"
+                message["box"] = "new" if self.learner.hand_over(self._carrier) else "same"
             self._send(message)
             result = self._follow(job, nonce, on_event, start)
         except _Stop as stop:
@@ -170,7 +167,7 @@ class Child:
         except OSError as exc:
             result = failure_result(job, f"the learner's box could not be handed over: {exc}")
         if self.learner is not None:
-            self.learner.after_job(self.box_used or self.exited())
+            result = self.learner.after_job(result, self.box_used or self.exited())
         # Nothing a job started outlives it: compilers, background processes, daemons.
         if not self.exited():
             self.box.sweep()
@@ -375,19 +372,6 @@ class Child:
         if self._carrier is not None:
             self._carrier.close()
         shutil.rmtree(self.home, ignore_errors=True)
-
-
-def _launch(
-    command: list[str],
-    home: Path,
-    out: Any,
-    fds: tuple[int, ...],
-    limits: Limits,
-    cache_dir: Path,
-    sandbox: Sandbox | None,
-) -> Box:
-    """Start the child in `sandbox`, or as a plain process leading its own session."""
-    return start_process(command, home, out, fds, limits, cache_dir, sandbox)
 
 
 def _socket_pair() -> tuple[Channel, socket.socket]:

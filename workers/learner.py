@@ -21,8 +21,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kplay.kernels.models import RunResult, RunState
+from kplay.kernels.remote import BOX_GONE
 from kplay.workers.box import Box
-from kplay.workers.limits import Limits, child_env
+from kplay.workers.limits import Limits, child_env, signal_message
 from kplay.workers.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
@@ -106,10 +108,33 @@ class LearnerSlot:
         self._unsent = None
         return True
 
-    def after_job(self, used: bool) -> None:
-        """A box that ran learner code serves no other job: end it, start the next."""
+    def after_job(self, result: RunResult, used: bool) -> RunResult:
+        """A box that ran learner code serves no other job: end it, start the next.
+
+        A job that lost its box learns here how the box ended, which only this side sees.
+        """
+        if result.state is RunState.runtime_error and BOX_GONE in (result.message or ""):
+            said = self.death_message()
+            if said is not None:
+                result = result.model_copy(update={"message": said})
         if used or self.box is None:
             self.start()
+        return result
+
+    def death_message(self) -> str | None:
+        """How the box ended, in words, when it ended on its own (a crash, an exit)."""
+        if self.box is None:
+            return None
+        try:
+            self.box.proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return None
+        code = self.box.exit_code()
+        if code is None:
+            return None
+        if code < 0:
+            return signal_message(-code, self.limits)
+        return f"the learner's code ended its process with status {code}"
 
     def end(self) -> None:
         if self._unsent is not None:
