@@ -87,6 +87,8 @@ class _Box:
         from kplay.kernels.backends.base import ArrayKind, get_backend
 
         self.backend = get_backend(str(message["backend"]))
+        target = message.get("target_cc")
+        self.backend.target_cc = str(target) if target else None
         source, name = str(message["source"]), str(message["kernel"])
         if message.get("mode") == "export":
             stage, self.exporter = self.backend.export(source, name, self.workdir)

@@ -97,6 +97,7 @@ class BoxClient:
                 "source": source,
                 "kernel": kernel_name,
                 "mode": "export" if export else "host",
+                "target_cc": _device_cc() if export else None,
             }
         )
         stage = CompileStage.model_validate(answer.get("stage"))
@@ -213,6 +214,13 @@ def variant_of(backend: str, args: list[Any], spec: LaunchSpec) -> Variant:
         num_warps=spec.num_warps,
         num_stages=spec.num_stages,
     )
+
+
+def _device_cc() -> str:
+    """The compute capability of this process's GPU, for a box that sees none."""
+    from kplay.kernels.hardware import current_gpu
+
+    return current_gpu().compute_capability
 
 
 def _torch_dtype(tensor: Any) -> np.dtype:

@@ -38,15 +38,24 @@ def start_process(
     limits: Limits,
     cache_dir: Path,
     sandbox: Sandbox | None,
+    gpu: bool = True,
 ) -> Box:
-    """Start `command` in `sandbox`, or as a plain process leading its own session."""
+    """Start `command` in `sandbox`, or as a plain process leading its own session.
+
+    Without `gpu` (a learner's box) the process sees no GPU: in the sandbox no NVIDIA
+    device file exists, and either way CUDA is shown no device. Numba's simulator and
+    Triton's interpreter are then only switched on where the host has no GPU either:
+    on a GPU host the box compiles for the evaluator's device (kernels.learnerbox).
+    """
+    env = sandbox.child_env(limits) if sandbox is not None else child_env(limits, home, cache_dir)
+    if not gpu:
+        env = {**env, **_no_gpu_env()}
     if sandbox is not None:
-        env = sandbox.child_env(limits)
-        return sandbox.start(command, env=env, output=out, cwd=home, pass_fds=fds)
+        return sandbox.start(command, env=env, output=out, cwd=home, pass_fds=fds, gpu=gpu)
     proc = subprocess.Popen(
         command,
         cwd=home,
-        env=child_env(limits, home, cache_dir),
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=out,
         stderr=out,
@@ -54,6 +63,13 @@ def start_process(
         start_new_session=True,
     )
     return Box(proc)
+
+
+def _no_gpu_env() -> dict[str, str]:
+    from kplay.kernels.hardware import has_cuda_gpu
+
+    flag = "0" if has_cuda_gpu() else "1"
+    return {"CUDA_VISIBLE_DEVICES": "", "NUMBA_ENABLE_CUDASIM": flag, "TRITON_INTERPRET": flag}
 
 
 class LearnerSlot:
@@ -83,8 +99,9 @@ class LearnerSlot:
         ]  # fmt: skip
         try:
             with open(self.output, "ab") as out:
+                fds = (theirs.fileno(),)
                 self.box = start_process(
-                    argv, home, out, (theirs.fileno(),), self.limits, self.cache_dir, self.sandbox
+                    argv, home, out, fds, self.limits, self.cache_dir, self.sandbox, gpu=False
                 )
         except BaseException:
             ours.close()

@@ -143,8 +143,11 @@ class Sandbox:
             return limits
         return limits.model_copy(update={"max_processes": self.config.max_tasks})
 
-    def arguments(self, env: Mapping[str, str], fds: dict[str, int]) -> list[str]:
-        """The bubblewrap command line up to `--`; `fds` names the descriptors it reads."""
+    def arguments(self, env: Mapping[str, str], fds: dict[str, int], gpu: bool = True) -> list[str]:
+        """The bubblewrap command line up to `--`; `fds` names the descriptors it reads.
+
+        Without `gpu` the box gets no NVIDIA device file at all (a learner's box).
+        """
         size = ["--size", str(self.config.tmp_bytes)] if self.features.size else []
         args = [self.bwrap, "--unshare-user", "--uid", str(view.UID), "--gid", str(view.GID)]
         if self.features.disable_userns:
@@ -158,7 +161,7 @@ class Sandbox:
             *("--proc", "/proc", "--dev", "/dev"),
             *size, "--tmpfs", "/dev/shm",
         ]  # fmt: skip
-        for node in view.gpu_nodes(env.get("CUDA_VISIBLE_DEVICES")):
+        for node in view.gpu_nodes(env.get("CUDA_VISIBLE_DEVICES")) if gpu else ():
             args += ["--dev-bind", str(node), str(node)]
         args += ["--remount-ro", "/dev", *view.system_args(), *self._identity]
         readonly, _ = view.readonly_args(
@@ -200,7 +203,7 @@ class Sandbox:
 
     def start(
         self, argv: Sequence[str], *, env: Mapping[str, str], output: IO[bytes], cwd: Path,
-        pass_fds: Sequence[int],
+        pass_fds: Sequence[int], gpu: bool = True,
     ) -> Box:  # fmt: skip
         """Start `argv` in a new sandbox; `cwd` is the host folder bubblewrap starts in."""
         fds: dict[str, int] = {}
@@ -210,7 +213,7 @@ class Sandbox:
             if self.status.seccomp:
                 fds["seccomp"] = program_fd()
             info_read, fds["info"] = os.pipe2(os.O_CLOEXEC)
-            command = [*self.arguments(env, fds), *argv]
+            command = [*self.arguments(env, fds, gpu), *argv]
             if self.cgroup_base is not None:
                 cgroup = BoxCgroup(self.cgroup_base, self.config.max_tasks)
                 # The shell joins the cgroup, then becomes bubblewrap: nothing escapes it.

@@ -243,7 +243,7 @@ class CudaBackend(Backend):
     ) -> tuple[CompileStage, CudaExporter | None]:
         """In the learner's box: NVRTC's cubin and the nvcc report, nothing loaded."""
         started = time.perf_counter()
-        arch = self._device_arch()
+        arch = normalise_arch(self.target_cc) if self.target_cc else self._device_arch()
         pending = self._start_report(source, kernel_name, arch, Path(workdir))
         include = find_cuda_include(nvrtc_version(), _nvcc())
         options = _NVRTC_OPTIONS + ((f"-I{include}",) if include else ())

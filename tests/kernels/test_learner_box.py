@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from kplay.kernels.evaluate import evaluate
+from kplay.kernels.hardware import has_cuda_gpu
 from kplay.kernels.models import RunJob, RunState
 from kplay.kernels.remote import BoxClient
 from kplay.kernels.shm import SharedArena
@@ -27,22 +28,32 @@ GOOD = (PROBLEMS / "vector_add/solutions/correct/vector_add.numba_cpu.py").read_
 WRONG = (PROBLEMS / "vector_add/solutions/wrong/accumulates_into_input.numba_cpu.py").read_text()
 
 
-@pytest.fixture
-def box() -> Iterator[BoxClient]:
+def _start_box() -> tuple[BoxClient, subprocess.Popen[bytes]]:
+    """A plain box that sees no GPU, as a worker starts it (minus the sandbox)."""
     ours, theirs = socket.socketpair()
     theirs.set_inheritable(True)
     command = [sys.executable, "-P", "-s", "-m", "kplay.kernels.learnerbox", str(theirs.fileno())]
-    proc = subprocess.Popen(command, pass_fds=(theirs.fileno(),))
+    flag = "0" if has_cuda_gpu() else "1"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    env.update(NUMBA_ENABLE_CUDASIM=flag, TRITON_INTERPRET=flag)
+    proc = subprocess.Popen(command, pass_fds=(theirs.fileno(),), env=env)
     theirs.close()
-    client = BoxClient.from_fd(ours.detach())
+    return BoxClient.from_fd(ours.detach()), proc
+
+
+@pytest.fixture
+def box() -> Iterator[BoxClient]:
+    client, proc = _start_box()
     yield client
     client.close()
     proc.wait(timeout=30)
 
 
-def _job(source: str, mode: str = "check") -> RunJob:
+def _job(
+    source: str, mode: str = "check", backend: str = "numba-cpu", problem: str = "vector_add"
+) -> RunJob:
     return RunJob(
-        job_id=uuid.uuid4().hex, problem="vector_add", backend="numba-cpu", source=source, mode=mode
+        job_id=uuid.uuid4().hex, problem=problem, backend=backend, source=source, mode=mode
     )
 
 
@@ -114,3 +125,45 @@ def test_nvrtc_builds_a_cubin_without_a_gpu() -> None:
     assert any(d.line is not None and d.severity == "error" for d in stage.diagnostics)
     stage, _, _ = nvrtc_cubin(source, "vector_sub", "sm_90", ())
     assert not stage.ok and "vector_sub" in stage.diagnostics[0].message
+
+
+GPU_CASES = [
+    ("cuda", "correct/vector_add.cu", RunState.done),
+    ("cuda", "wrong/off_by_one.cu", RunState.wrong),
+    ("numba-cuda", "correct/vector_add.numba_cuda.py", RunState.done),
+    ("numba-cuda", "wrong/grid_rounded_down.numba_cuda.py", RunState.wrong),
+    ("triton", "correct/vector_add.triton.py", RunState.done),
+    ("triton", "wrong/no_program_offset.triton.py", RunState.wrong),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("backend", "path", "expected"), GPU_CASES)
+def test_gpu_kernels_built_in_a_box_without_a_gpu_run_here(
+    backend: str, path: str, expected: RunState
+) -> None:
+    """The box compiles for this device without seeing it; this process loads and runs."""
+    source = (PROBLEMS / "vector_add" / "solutions" / path).read_text()
+    client, proc = _start_box()
+    try:
+        result = evaluate(_job(source, mode="full", backend=backend), box=client)
+        assert result.state is expected, result.message
+        assert client.used
+        if expected is RunState.done:
+            assert result.timing is not None and result.timing.timed
+            assert result.compile is not None and result.compile.ok
+    finally:
+        client.close()
+        proc.wait(timeout=30)
+    if expected is not RunState.done:
+        return
+    # The same source again, with a fresh box: this process has the kernel loaded, and
+    # learner code reaches no box at all.
+    client, proc = _start_box()
+    try:
+        again = evaluate(_job(source, mode="full", backend=backend), box=client)
+        assert again.state is RunState.done, again.message
+        assert not client.used
+    finally:
+        client.close()
+        proc.wait(timeout=30)
