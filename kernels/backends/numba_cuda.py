@@ -20,12 +20,14 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from kplay.kernels.artifact import Artifact
 from kplay.kernels.backends import pysource
 from kplay.kernels.backends.base import (
     ArrayKind,
     Backend,
     Capability,
     CompiledKernel,
+    Exporter,
     KernelError,
     LaunchSpec,
     register,
@@ -218,6 +220,10 @@ class NumbaCudaBackend(Backend):
     title = "Numba CUDA"
     language = "python"
 
+    def __init__(self, cc: tuple[int, int] | None = None) -> None:
+        # The compute capability artefacts are built for; None: the current GPU's.
+        self.cc = cc
+
     def capability(self) -> Capability:
         prepare_cpu_fallbacks()
         try:
@@ -253,6 +259,38 @@ class NumbaCudaBackend(Backend):
             duration_ms=loaded.load_ms,
         )
         return stage, NumbaCudaKernel(obj, loaded.path, kernel_name, simulated)
+
+    def exports(self) -> bool:
+        return self.capability() is Capability.run
+
+    def export(
+        self, source: str, kernel_name: str, workdir: Path
+    ) -> tuple[CompileStage, Exporter | None]:
+        """Load the learner's module; the exporter compiles a cubin per argument types."""
+        from kplay.kernels.backends.image_launch import target_cc
+        from kplay.kernels.backends.numba_cuda_artifact import NumbaCudaExporter
+
+        _prepare()
+        if _simulating():
+            raise RuntimeError("numba.cuda is Numba's simulator in this process: no images")
+        compiler = _compiler()
+        found = pysource.load_kernel(source, kernel_name, workdir, compiler, _check_kind)
+        if isinstance(found, CompileStage):
+            return found, None
+        loaded, obj = found
+        cc = target_cc(self.cc)
+        stage = CompileStage(
+            ok=True,
+            log=f"loaded {kernel_name}; Numba compiles it for sm_{cc[0]}{cc[1]} per argument types",
+            compiler=compiler,
+            duration_ms=loaded.load_ms,
+        )
+        return stage, NumbaCudaExporter(obj, loaded.path, kernel_name, cc, workdir, compiler)
+
+    def load(self, artifact: Artifact) -> CompiledKernel:
+        from kplay.kernels.backends.numba_cuda_artifact import NumbaImageKernel
+
+        return NumbaImageKernel(artifact)
 
     def versions(self) -> dict[str, str]:
         found = {d: _version(d) for d in ("numba", "numba-cuda", "llvmlite", "numpy")}
