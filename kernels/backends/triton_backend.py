@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from kplay.kernels.artifact import Artifact
 from kplay.kernels.backends import pysource
 from kplay.kernels.backends.base import (
     ArrayKind,
@@ -26,6 +27,7 @@ from kplay.kernels.backends.base import (
     Capability,
     CompiledKernel,
     DeferredCompileError,
+    Exporter,
     LaunchSpec,
     register,
 )
@@ -230,6 +232,10 @@ class TritonBackend(Backend):
     title = "Triton"
     language = "python"
 
+    def __init__(self, cc: tuple[int, int] | None = None) -> None:
+        # The compute capability artefacts are built for; None: the current GPU's.
+        self.cc = cc
+
     def capability(self) -> Capability:
         interpreting = _interpreting()
         try:
@@ -265,6 +271,38 @@ class TritonBackend(Backend):
             duration_ms=loaded.load_ms,
         )
         return stage, TritonKernel(obj, loaded.path, kernel_name, interpreted, source)
+
+    def exports(self) -> bool:
+        return self.capability() is Capability.run
+
+    def export(
+        self, source: str, kernel_name: str, workdir: Path
+    ) -> tuple[CompileStage, Exporter | None]:
+        """Load the learner's module; the exporter compiles a cubin per launch variant."""
+        from kplay.kernels.backends.image_launch import target_cc
+        from kplay.kernels.backends.triton_artifact import TritonExporter
+
+        if _interpreting():
+            raise RuntimeError("Triton's interpreter is on in this process: no images")
+        compiler = _compiler()
+        found = pysource.load_kernel(source, kernel_name, workdir, compiler, _check_kind)
+        if isinstance(found, CompileStage):
+            return found, None
+        loaded, obj = found
+        cc = target_cc(self.cc)
+        exporter = TritonExporter(obj, loaded.path, kernel_name, source, cc)
+        stage = CompileStage(
+            ok=True,
+            log=f"loaded {kernel_name}; Triton compiles it for sm_{cc[0]}{cc[1]} per variant",
+            compiler=compiler,
+            duration_ms=loaded.load_ms,
+        )
+        return stage, exporter
+
+    def load(self, artifact: Artifact) -> CompiledKernel:
+        from kplay.kernels.backends.triton_image import TritonImageKernel
+
+        return TritonImageKernel(artifact)
 
     def versions(self) -> dict[str, str]:
         found = {d: _version(d) for d in ("triton", "torch", "numpy")}
