@@ -25,20 +25,17 @@ _PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.([a-z]+)(\d+)\b[^,\[]*(?:
 _TARGET = re.compile(r"^\s*\.target\s+(\w+)", re.M)
 
 
-def target_cc(cc: tuple[int, int] | None) -> tuple[int, int]:
-    """The compute capability to build for: `cc` when given, else the current GPU's.
+def target_cc(cc: str | None) -> tuple[int, int]:
+    """The compute capability to build for: `cc` ("9.0") where the evaluator named it (a
+    learner's box sees no GPU), else the current GPU's, read through the driver."""
+    if not cc:
+        from kplay.kernels.hardware import NoGpu, current_gpu
 
-    Read through the driver (kernels.hardware): no CUDA context is created for it.
-    """
-    if cc is not None:
-        return int(cc[0]), int(cc[1])
-    from kplay.kernels.hardware import NoGpu, current_gpu
-
-    try:
-        text = current_gpu().compute_capability
-    except NoGpu as exc:
-        raise RuntimeError(f"no GPU to build kernel images for ({exc})") from None
-    major, _, minor = text.partition(".")
+        try:
+            cc = current_gpu().compute_capability
+        except NoGpu as exc:
+            raise RuntimeError(f"no GPU to build kernel images for ({exc})") from None
+    major, _, minor = str(cc).partition(".")
     return int(major), int(minor or 0)
 
 

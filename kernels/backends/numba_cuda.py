@@ -220,10 +220,6 @@ class NumbaCudaBackend(Backend):
     title = "Numba CUDA"
     language = "python"
 
-    def __init__(self, cc: tuple[int, int] | None = None) -> None:
-        # The compute capability artefacts are built for; None: the current GPU's.
-        self.cc = cc
-
     def capability(self) -> Capability:
         prepare_cpu_fallbacks()
         try:
@@ -278,7 +274,7 @@ class NumbaCudaBackend(Backend):
         if isinstance(found, CompileStage):
             return found, None
         loaded, obj = found
-        cc = target_cc(self.cc)
+        cc = target_cc(self.target_cc)
         stage = CompileStage(
             ok=True,
             log=f"loaded {kernel_name}; Numba compiles it for sm_{cc[0]}{cc[1]} per argument types",

@@ -232,10 +232,6 @@ class TritonBackend(Backend):
     title = "Triton"
     language = "python"
 
-    def __init__(self, cc: tuple[int, int] | None = None) -> None:
-        # The compute capability artefacts are built for; None: the current GPU's.
-        self.cc = cc
-
     def capability(self) -> Capability:
         interpreting = _interpreting()
         try:
@@ -289,7 +285,7 @@ class TritonBackend(Backend):
         if isinstance(found, CompileStage):
             return found, None
         loaded, obj = found
-        cc = target_cc(self.cc)
+        cc = target_cc(self.target_cc)
         exporter = TritonExporter(obj, loaded.path, kernel_name, source, cc)
         stage = CompileStage(
             ok=True,
