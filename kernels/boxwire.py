@@ -19,6 +19,7 @@ from typing import Any
 _HEADER = struct.Struct("!I")
 MAX_FRAME = 64 * 1024 * 1024  # a cubin with its SASS listing fits many times over
 MAX_FDS = 16
+OK = b'{"ok":true}'  # the answer to most requests, sent and compared as bytes
 
 
 class WireError(Exception):
@@ -45,7 +46,9 @@ class Wire:
     # ------------------------------------------------------------ sending
 
     def send(self, message: dict[str, Any], fds: list[int] | None = None) -> None:
-        body = json.dumps(message, separators=(",", ":")).encode()
+        self.send_frame(json.dumps(message, separators=(",", ":")).encode(), fds)
+
+    def send_frame(self, body: bytes, fds: list[int] | None = None) -> None:
         data = _HEADER.pack(len(body)) + body
         try:
             if fds:
@@ -62,6 +65,11 @@ class Wire:
 
     def recv(self, timeout_s: float | None = None) -> tuple[dict[str, Any], list[int]]:
         """One message and the fds that came with it; WireError on anything else."""
+        body, fds = self.recv_frame(timeout_s)
+        return self.decode(body, fds), fds
+
+    def recv_frame(self, timeout_s: float | None = None) -> tuple[bytes, list[int]]:
+        """One frame's bytes, undecoded, and the fds that came with it."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         header, fds = self._read(_HEADER.size, deadline, want_fds=True)
         (length,) = _HEADER.unpack(header)
@@ -69,6 +77,10 @@ class Wire:
             _close_all(fds)
             raise WireError(f"a frame of {length} bytes is over the limit of {self.max_frame}")
         body, _ = self._read(length, deadline, want_fds=False)
+        return body, fds
+
+    @staticmethod
+    def decode(body: bytes, fds: list[int]) -> dict[str, Any]:
         try:
             message = json.loads(body)
         except ValueError:
@@ -77,17 +89,15 @@ class Wire:
         if not isinstance(message, dict):
             _close_all(fds)
             raise WireError("a frame that is not a JSON object")
-        return message, fds
+        return message
 
     def _read(self, n: int, deadline: float | None, want_fds: bool) -> tuple[bytes, list[int]]:
         buf = bytearray()
         fds: list[int] = []
         while len(buf) < n:
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([self.sock], [], [], left)[0]:
-                    _close_all(fds)
-                    raise WireError("no answer in time")
+            if deadline is not None and not self._ready(deadline):
+                _close_all(fds)
+                raise WireError("no answer in time")
             try:
                 if want_fds and not buf:
                     chunk, got, _flags, _addr = socket.recv_fds(self.sock, n - len(buf), MAX_FDS)
@@ -102,6 +112,11 @@ class Wire:
                 raise WireError("the other end closed the connection")
             buf += chunk
         return bytes(buf), fds
+
+    def _ready(self, deadline: float) -> bool:
+        """Whether bytes can be read before `deadline` (at once when they are there)."""
+        left = deadline - time.monotonic()
+        return left > 0 and bool(select.select([self.sock], [], [], left)[0])
 
 
 def _close_all(fds: list[int]) -> None:

@@ -26,7 +26,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from kplay.kernels.boxwire import Wire, WireError
+from kplay.kernels.boxwire import OK, Wire, WireError
 
 
 class _Box:
@@ -40,11 +40,17 @@ class _Box:
         self.exporter: Any = None  # export mode: a backend Exporter
         self.torch = False
         self.workdir = Path(tempfile.mkdtemp(prefix="box-"))
+        # Launches seen before, by their exact request: a timed loop repeats a handful.
+        self._calls: dict[bytes, tuple[list[Any], Any]] = {}
 
     def serve(self) -> None:
         while True:
             try:
-                message, fds = self.wire.recv()
+                body, fds = self.wire.recv_frame()
+                seen = None if fds else self._calls.get(body)
+                if seen is not None and self._launch(*seen):
+                    continue
+                message = self.wire.decode(body, fds)
             except WireError:
                 return
             op = message.get("op")
@@ -54,7 +60,7 @@ class _Box:
                 elif op == "load":
                     answer = self._load(message)
                 elif op == "call":
-                    answer = self._call(message)
+                    answer = self._call(message, body)
                 elif op == "build":
                     answer = self._build(message)
                 elif op == "report":
@@ -104,7 +110,7 @@ class _Box:
             "runnable": loaded is not None,
         }
 
-    def _call(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _call(self, message: dict[str, Any], body: bytes) -> dict[str, Any]:
         from kplay.kernels.backends.base import LaunchSpec
 
         if self.kernel is None:
@@ -112,7 +118,23 @@ class _Box:
         args = [self._argument(a) for a in message["args"]]
         spec = LaunchSpec(**_spec_fields(message["spec"]))
         self.kernel.launch(args, spec)
+        if len(self._calls) < 256:
+            self._calls[body] = (args, spec)
         return {"ok": True}
+
+    def _launch(self, args: list[Any], spec: Any) -> bool:
+        """A launch seen before; False when its answer could not be sent (the loop ends)."""
+        try:
+            self.kernel.launch(args, spec)
+        except BaseException as exc:  # noqa: BLE001 - answered like any other failure
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise
+            answer = _from_exception(exc)
+            _flush()
+            self.wire.send(answer)
+            return True
+        self.wire.send_frame(OK)
+        return True
 
     def _argument(self, where: dict[str, Any]) -> Any:
         import numpy as np
