@@ -35,7 +35,7 @@ EXTRAS = "gpu,distributed"
 # What a CUDA image with torch, triton and CuPy already carries, and is too large to copy.
 PROVIDED = [
     "torch", "triton", "cupy-cuda*", "fastrlock", "nvidia-*", "cuda-bindings", "cuda-python",
-    "cuda-pathfinder", "cuda-toolkit", "llvmlite", "sympy", "mpmath", "networkx",
+    "cuda-toolkit", "llvmlite", "sympy", "mpmath", "networkx",
 ]  # fmt: skip
 # Always copied, even when named above (none today).
 ALWAYS: set[str] = set()
@@ -121,12 +121,28 @@ def build(out: Path, python: str, platform: str, have: Path | None, redis_deb: b
     print(f"wheelhouse {out}: {len(pins) + 1} packages, {size / 2**20:.1f} MiB")
 
 
+def _see_host_packages(venv: Path) -> None:
+    """Let the new venv see the packages of the interpreter that made it.
+
+    `--system-site-packages` shows the base interpreter's folder only; where that
+    interpreter is itself a venv (GPU images often keep torch, triton and CuPy in one),
+    its packages would be invisible and pip would try to install them from the house.
+    A .pth file appends those folders, after the new venv's own.
+    """
+    import site
+
+    found = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    (own,) = list((venv / "lib").glob("python3*/site-packages"))[:1]
+    (own / "zz-host-packages.pth").write_text("\n".join(found) + "\n")
+
+
 def install(house: Path, venv: Path, editable: Path | None) -> None:
     house = house.resolve()
     if not (venv / "bin" / "python").exists():
         subprocess.run(
             [sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True
         )
+        _see_host_packages(venv)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
     offline = ["install", "-q", "--no-index", "--find-links", str(house)]
     subprocess.run([*pip, *offline, "-r", str(house / "requirements.txt")], check=True)

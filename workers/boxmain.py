@@ -1,4 +1,4 @@
-"""`python -m kplay.workers.boxmain FD LIMITS_JSON`: a learner's box under the job's limits.
+"""`python -m kplay.workers.boxmain FD LIMITS_JSON [READY_FD]`: a learner's box under limits.
 
 The box itself is `kernels.learnerbox`; this entry point applies the same limits as an
 evaluation child (hard limits that cannot be raised again, an address-space cap measured
@@ -8,6 +8,7 @@ after warm-up, a CPU budget) before any learner code can arrive.
 from __future__ import annotations
 
 import faulthandler
+import os
 import sys
 
 from kplay.workers.limits import Limits, apply_static_limits, cap_address_space, set_cpu_budget
@@ -24,6 +25,10 @@ def main(argv: list[str] | None = None) -> None:
     learnerbox.warm_up()
     cap_address_space(limits, has_cuda_gpu())
     set_cpu_budget(limits)
+    if len(args) > 2:  # tells the parent the imports are done; nothing learner-made yet
+        ready = int(args[2])
+        os.write(ready, b"R")
+        os.close(ready)
     learnerbox.serve(int(args[0]))
 
 

@@ -148,6 +148,9 @@ class Child:
 
     def execute(self, job: RunJob, on_event: EventCallback | None) -> RunResult:
         """Run one job to a final result; never raises for anything the job does."""
+        if self.learner is not None:
+            with contextlib.suppress(OSError):  # a box that never got ready fails the job
+                self.learner.wait_ready(self.limits.start_timeout_s)
         self._truncate_output()
         self._used_at_start = self.box.begin_job(self.limits.memory_bytes)
         start = time.monotonic()

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import select
 import shutil
 import socket
 import subprocess
@@ -85,6 +87,7 @@ class LearnerSlot:
         self.box: Box | None = None
         self.home: Path | None = None
         self._unsent: socket.socket | None = None  # the evaluator's end, not yet handed over
+        self._ready: int | None = None  # the box writes one byte here once it is warm
         self.started = 0
 
     def start(self) -> None:
@@ -92,26 +95,46 @@ class LearnerSlot:
         self.end()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         theirs.set_inheritable(True)
+        ready_read, ready_write = os.pipe()
         home = Path(tempfile.mkdtemp(prefix="kplay-box-"))
         argv = [
             sys.executable, "-P", "-s", "-m", "kplay.workers.boxmain",
-            str(theirs.fileno()), self.limits.model_dump_json(),
+            str(theirs.fileno()), self.limits.model_dump_json(), str(ready_write),
         ]  # fmt: skip
         try:
             with open(self.output, "ab") as out:
-                fds = (theirs.fileno(),)
+                fds = (theirs.fileno(), ready_write)
                 self.box = start_process(
                     argv, home, out, fds, self.limits, self.cache_dir, self.sandbox, gpu=False
                 )
         except BaseException:
             ours.close()
+            os.close(ready_read)
             shutil.rmtree(home, ignore_errors=True)
             raise
         finally:
             theirs.close()
+            os.close(ready_write)
         self.home = home
         self._unsent = ours
+        self._ready = ready_read
         self.started += 1
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Wait until the box's imports are done, so that no job's clock counts them.
+
+        Raises OSError when it does not get there (it died, or took too long).
+        """
+        if self._ready is None:
+            return
+        try:
+            if not select.select([self._ready], [], [], timeout_s)[0]:
+                raise OSError(f"the learner's box was not ready after {timeout_s:.0f} s")
+            if os.read(self._ready, 1) != b"R":
+                raise OSError(f"the learner's box did not start: {self.death_message()}")
+        finally:
+            os.close(self._ready)
+            self._ready = None
 
     def hand_over(self, carrier: socket.socket) -> bool:
         """Send a fresh box's end to the child; False when the child keeps the one it has."""
@@ -157,6 +180,9 @@ class LearnerSlot:
         if self._unsent is not None:
             self._unsent.close()
             self._unsent = None
+        if self._ready is not None:
+            os.close(self._ready)
+            self._ready = None
         if self.box is not None:
             self.box.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
