@@ -13,9 +13,7 @@ transparent huge pages for memfd pages on most hosts).
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -27,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.benchlib import commit  # noqa: E402
 from kplay.kernels.backends.base import LaunchSpec, get_backend  # noqa: E402
-from kplay.kernels.remote import BoxClient  # noqa: E402
+from kplay.kernels.remote import spawn_plain_box  # noqa: E402
 from kplay.kernels.shm import SharedArena  # noqa: E402
 
 EMPTY = "import numba\n\n@numba.njit\ndef k(a, n):\n    pass\n"
@@ -35,15 +33,6 @@ TRIAD = (
     "import numba\n\n@numba.njit(parallel=True)\ndef k(a, b, c, n):\n"
     "    for i in numba.prange(n):\n        a[i] = b[i] + 2.0 * c[i]\n"
 )
-
-
-def _box() -> tuple[BoxClient, subprocess.Popen[bytes]]:
-    ours, theirs = socket.socketpair()
-    theirs.set_inheritable(True)
-    cmd = [sys.executable, "-P", "-s", "-m", "kplay.kernels.learnerbox", str(theirs.fileno())]
-    proc = subprocess.Popen(cmd, pass_fds=(theirs.fileno(),))
-    theirs.close()
-    return BoxClient.from_fd(ours.detach()), proc
 
 
 def _times(call, args, reps: int) -> list[float]:  # type: ignore[no-untyped-def]
@@ -71,7 +60,7 @@ def main() -> None:
     spec = LaunchSpec(kernel="k")
     print(f"commit {commit()}; numba-cpu; {args.calls} empty calls, triad on {args.n} float32")
     print("| measure | median µs | p90 µs |\n|---|---|---|")
-    client, proc = _box()
+    client, proc = spawn_plain_box()
     try:
         with_arena = SharedArena()
         client.arena = with_arena
@@ -96,7 +85,7 @@ def main() -> None:
     finally:
         client.close()
         proc.wait(timeout=30)
-    client, proc = _box()
+    client, proc = spawn_plain_box()
     try:
         arena = SharedArena()
         client.arena = arena

@@ -5,7 +5,8 @@
 # Usage: KPLAY_COMMIT=<hash> bench/gpu_session.sh OUTDIR [steps...]
 #   TUNE_ONLY=sections limits `tune`; TESTS_K=expr limits `tests` (pytest -k);
 #   LADDER_PROBLEMS=slugs limits `ladder`; STALL_SOURCE=1 adds source-level stall tables.
-#   steps: calibrate tune stalls profile fleet fidelity gemm part1 ladder tests (the device copy has no git)
+#   steps: calibrate tune stalls profile fleet fidelity gemm part1 ladder tests gputests boxes
+#   (the device copy has no git)
 # Every output goes under OUTDIR/raw and, after each step, into OUTDIR/session.tar.gz.
 # Ceilings found in ./.ceilings/*.json are put in the cache first (a calibration made
 # earlier on the same device), so `calibrate` can be left out of a later session.
@@ -65,6 +66,12 @@ for step in $STEPS; do
       python3 -m pytest -q -p no:cacheprovider tests/kernels --maxfail=10 -rs --timeout 600 \
         ${TESTS_K:+-k "$TESTS_K"} 2>&1 \
         | tee "$RAW/pytest-gpu.txt" | tail -40 ;;
+    gputests)
+      python3 -m pytest -q -p no:cacheprovider -m gpu tests/kernels tests/workers tests/app \
+        -rs --timeout 300 ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tee "$RAW/pytest-gpu-marked.txt" | tail -40 ;;
+    boxes)
+      python3 bench/sandbox_backends.py --repeat "${BOX_REPEAT:-10}" 2>&1 | tee "$RAW/boxes.md"
+      python3 bench/box_roundtrip.py 2>&1 | tee "$RAW/box_roundtrip.md" ;;
     fidelity)
       python3 bench/timing_fidelity.py 2>&1 | tee "$RAW/fidelity.md" ;;
     gemm)

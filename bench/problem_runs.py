@@ -3,7 +3,11 @@
 Prints one Markdown row per solution: backend, median, IQR, reps, GB/s, GFLOP/s,
 percent of roofline, speedup over the problem's library baseline.
 
-    python bench/problem_runs.py [--problems sgemm,transpose] [--backends cuda,triton]
+    python bench/problem_runs.py [--problems sgemm,transpose] [--backends cuda,triton] [--boxed]
+
+With --boxed each run goes through a learner box (kernels.learnerbox), as in a worker:
+the box builds the kernel, this process loads, checks and times it. Without it, the
+learner's module is loaded here.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kplay.kernels.catalog import load_catalog  # noqa: E402
 from kplay.kernels.evaluate import evaluate  # noqa: E402
 from kplay.kernels.models import RunJob  # noqa: E402
+from kplay.kernels.remote import spawn_plain_box  # noqa: E402
 
 
 def main() -> None:
@@ -25,6 +30,7 @@ def main() -> None:
     parser.add_argument("--problems", default="")
     parser.add_argument("--backends", default="cuda,numba-cuda,triton")
     parser.add_argument("--json-out", default="")
+    parser.add_argument("--boxed", action="store_true")
     args = parser.parse_args()
     wanted = set(filter(None, args.problems.split(",")))
     backends = set(args.backends.split(","))
@@ -40,7 +46,16 @@ def main() -> None:
         for backend, path in spec.solutions("correct"):
             if backend not in backends:
                 continue
-            r = evaluate(RunJob(problem=slug, backend=backend, source=path.read_text()))
+            job = RunJob(problem=slug, backend=backend, source=path.read_text())
+            if args.boxed:
+                client, proc = spawn_plain_box()
+                try:
+                    r = evaluate(job, box=client)
+                finally:
+                    client.close()
+                    proc.wait(timeout=60)
+            else:
+                r = evaluate(job)
             raw.append(json.loads(r.model_dump_json()))
             t, rl = r.timing, r.roofline
             med = f"{t.median_us:.1f}" if t and t.median_us else "-"

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -115,6 +118,27 @@ class BoxClient:
         if self.arena is None:
             self.arena = SharedArena()
         return stage, HostCall(self, self.arena, params)
+
+
+def spawn_plain_box() -> tuple[BoxClient, subprocess.Popen[bytes]]:
+    """An unconfined box that sees no GPU, for trusted callers (tests, benchmarks).
+
+    A worker starts its boxes sandboxed and under limits (workers/learner.py); this one
+    only keeps the learner's code out of the calling process.
+    """
+    from kplay.kernels.hardware import has_cuda_gpu
+
+    ours, theirs = socket.socketpair()
+    theirs.set_inheritable(True)
+    command = [sys.executable, "-P", "-s", "-m", "kplay.kernels.learnerbox", str(theirs.fileno())]
+    flag = "0" if has_cuda_gpu() else "1"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    env.update(NUMBA_ENABLE_CUDASIM=flag, TRITON_INTERPRET=flag)
+    try:
+        proc = subprocess.Popen(command, pass_fds=(theirs.fileno(),), env=env)
+    finally:
+        theirs.close()
+    return BoxClient.from_fd(ours.detach()), proc
 
 
 class HostCall(CompiledKernel):

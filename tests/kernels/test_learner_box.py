@@ -7,9 +7,6 @@ evaluate through it, as a worker does.
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +15,8 @@ import numpy as np
 import pytest
 
 from kplay.kernels.evaluate import evaluate
-from kplay.kernels.hardware import has_cuda_gpu
 from kplay.kernels.models import RunJob, RunState
-from kplay.kernels.remote import BoxClient
+from kplay.kernels.remote import BoxClient, spawn_plain_box
 from kplay.kernels.shm import SharedArena
 
 PROBLEMS = Path(__file__).resolve().parents[2] / "kernels" / "problems"
@@ -28,22 +24,9 @@ GOOD = (PROBLEMS / "vector_add/solutions/correct/vector_add.numba_cpu.py").read_
 WRONG = (PROBLEMS / "vector_add/solutions/wrong/accumulates_into_input.numba_cpu.py").read_text()
 
 
-def _start_box() -> tuple[BoxClient, subprocess.Popen[bytes]]:
-    """A plain box that sees no GPU, as a worker starts it (minus the sandbox)."""
-    ours, theirs = socket.socketpair()
-    theirs.set_inheritable(True)
-    command = [sys.executable, "-P", "-s", "-m", "kplay.kernels.learnerbox", str(theirs.fileno())]
-    flag = "0" if has_cuda_gpu() else "1"
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    env.update(NUMBA_ENABLE_CUDASIM=flag, TRITON_INTERPRET=flag)
-    proc = subprocess.Popen(command, pass_fds=(theirs.fileno(),), env=env)
-    theirs.close()
-    return BoxClient.from_fd(ours.detach()), proc
-
-
 @pytest.fixture
 def box() -> Iterator[BoxClient]:
-    client, proc = _start_box()
+    client, proc = spawn_plain_box()
     yield client
     client.close()
     proc.wait(timeout=30)
@@ -144,7 +127,7 @@ def test_gpu_kernels_built_in_a_box_without_a_gpu_run_here(
 ) -> None:
     """The box compiles for this device without seeing it; this process loads and runs."""
     source = (PROBLEMS / "vector_add" / "solutions" / path).read_text()
-    client, proc = _start_box()
+    client, proc = spawn_plain_box()
     try:
         result = evaluate(_job(source, mode="full", backend=backend), box=client)
         assert result.state is expected, result.message
@@ -159,7 +142,7 @@ def test_gpu_kernels_built_in_a_box_without_a_gpu_run_here(
         return
     # The same source again, with a fresh box: this process has the kernel loaded, and
     # learner code reaches no box at all.
-    client, proc = _start_box()
+    client, proc = spawn_plain_box()
     try:
         again = evaluate(_job(source, mode="full", backend=backend), box=client)
         assert again.state is RunState.done, again.message
