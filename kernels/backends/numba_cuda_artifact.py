@@ -46,7 +46,7 @@ from kplay.kernels.backends.image_launch import (
 )
 from kplay.kernels.backends.toolkit_find import find_tool, pip_cuda_roots
 from kplay.kernels.backends.toolkit_parse import parse_ptxas, truncate
-from kplay.kernels.backends.toolkit_run import TEXT_LIMIT_BYTES, run_tool
+from kplay.kernels.backends.toolkit_run import TEXT_LIMIT_BYTES, disassemble, run_tool
 from kplay.kernels.models import CompileStage, Resources
 
 BACKEND = "numba-cuda"
@@ -111,6 +111,8 @@ class NumbaCudaExporter(Exporter):
         self.cc = cc
         self.workdir = workdir
         self.compiler = compiler
+        # SASS takes a disassembler run; only the first image's listing is ever shown.
+        self.listed = False
 
     def parameters(self) -> list[str] | None:
         return pysource.parameter_names(self.dispatcher)
@@ -127,6 +129,8 @@ class NumbaCudaExporter(Exporter):
         cubin, log, resources = assemble(ptx, arch, folder, self._max_registers())
         for res in resources:
             res.kernel = self.name
+        if resources:
+            log = f"{self.name}: {resources[0].registers} registers per thread\n{log}"
         names = self.parameters() or [f"arg{i}" for i in range(len(argtypes))]
         abi = {
             "convention": CONVENTION,
@@ -137,11 +141,16 @@ class NumbaCudaExporter(Exporter):
             ],
             "params": params,
         }
+        sass = None
+        if cubin is not None and not self.listed:
+            sass = disassemble(folder, None)
+            self.listed = True
         stage = CompileStage(
             ok=True,
             log=log,
             resources=resources or [Resources(kernel=self.name, arch=arch)],
             ptx=truncate(ptx, TEXT_LIMIT_BYTES, "PTX"),
+            sass=sass,
             compiler=self.compiler,
             duration_ms=(time.perf_counter() - start) * 1e3,
         )

@@ -116,6 +116,8 @@ class TritonExporter(Exporter):
         self.name = name
         self.source = source
         self.target = GPUTarget("cuda", cc[0] * 10 + cc[1], 32)
+        # SASS takes a disassembler run; only the first image's listing is ever shown.
+        self.listed = False
 
     def parameters(self) -> list[str] | None:
         return [p.name for p in self.jit.params if not _is_constexpr(p.annotation)]
@@ -258,6 +260,12 @@ class TritonExporter(Exporter):
             "parameters": self.parameters(),
             "args": args,
             "params": params,
+            # Every value compiled in: declared constexprs and specialised arguments.
+            "constexprs": {
+                self.jit.params[path[0]].name: _plain(value)
+                for path, value in constexprs.items()
+                if len(path) == 1
+            },
             "num_warps": int(md.num_warps),
             "num_ctas": num_ctas,
             "num_stages": int(md.num_stages),
@@ -285,9 +293,11 @@ class TritonExporter(Exporter):
                  f"num_stages={md.num_stages}"]  # fmt: skip
         sass = None
         try:  # Triton disassembles with the tools it ships
-            sass = truncate(compiled.asm["sass"], TEXT_LIMIT_BYTES, "SASS")
+            if not self.listed:
+                sass = truncate(compiled.asm["sass"], TEXT_LIMIT_BYTES, "SASS")
         except Exception as exc:  # noqa: BLE001 - a listing is an extra, never a failure
             notes.append(f"SASS unavailable: {type(exc).__name__}: {exc}")
+        self.listed = True
         return CompileStage(
             ok=True, log="; ".join(notes), resources=[resources],
             ptx=truncate(ptx, TEXT_LIMIT_BYTES, "PTX"), sass=sass, compiler=_compiler(),

@@ -133,7 +133,7 @@ def _stream(ptr: int) -> Any:
     if ptr not in _STREAMS:
         import cupy
 
-        _STREAMS[ptr] = cupy.cuda.ExternalStream(ptr)
+        _STREAMS[ptr] = cupy.cuda.Stream.null if ptr == 0 else cupy.cuda.ExternalStream(ptr)
     return _STREAMS[ptr]
 
 
@@ -180,7 +180,13 @@ class TritonImageKernel(CompiledKernel):
         for choice in self.choices:
             try:
                 ms = self._time(choice, args, grid, saved)
-            except (KernelError, DeferredCompileError) as exc:
+            except Exception as exc:
+                # A config that cannot run here (too much shared memory, too many threads
+                # for its registers) is skipped, as Triton's autotuner skips it.
+                if not isinstance(exc, KernelError | DeferredCompileError) and (
+                    type(exc).__name__ != "CUDADriverError"
+                ):
+                    raise
                 failure = failure or exc
                 continue
             self.timings[choice.config or "?"] = ms
