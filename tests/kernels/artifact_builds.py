@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def _run(job: dict[str, Any], workdir: Path) -> dict[str, Any]:
 
 def main() -> None:
     jobs = json.loads(sys.stdin.read())
-    workdir = Path(os.environ.get("KPLAY_BUILD_DIR", "."))
+    workdir = Path(os.environ.get("KPLAY_BUILD_DIR") or tempfile.mkdtemp(prefix="kplay-builds-"))
     answers = [_run(job, workdir / str(i)) for i, job in enumerate(jobs)]
     sys.stdout.flush()
     print("\n" + json.dumps(answers))
