@@ -121,7 +121,7 @@ class BoxClient:
 
 
 def spawn_plain_box() -> tuple[BoxClient, subprocess.Popen[bytes]]:
-    """An unconfined box that sees no GPU, for trusted callers (tests, benchmarks).
+    """An unconfined box, for trusted callers (tests, benchmarks).
 
     A worker starts its boxes sandboxed and under limits (workers/learner.py); this one
     only keeps the learner's code out of the calling process.
@@ -132,8 +132,7 @@ def spawn_plain_box() -> tuple[BoxClient, subprocess.Popen[bytes]]:
     theirs.set_inheritable(True)
     command = [sys.executable, "-P", "-s", "-m", "kplay.kernels.learnerbox", str(theirs.fileno())]
     flag = "0" if has_cuda_gpu() else "1"
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    env.update(NUMBA_ENABLE_CUDASIM=flag, TRITON_INTERPRET=flag)
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": flag, "TRITON_INTERPRET": flag}
     try:
         proc = subprocess.Popen(command, pass_fds=(theirs.fileno(),), env=env)
     finally:

@@ -41,17 +41,16 @@ def start_process(
     cache_dir: Path,
     sandbox: Sandbox | None,
     gpu: bool = True,
+    box: bool = False,
 ) -> Box:
     """Start `command` in `sandbox`, or as a plain process leading its own session.
 
-    Without `gpu` (a learner's box) the process sees no GPU: in the sandbox no NVIDIA
-    device file exists, and either way CUDA is shown no device. Numba's simulator and
-    Triton's interpreter are then only switched on where the host has no GPU either:
-    on a GPU host the box compiles for the evaluator's device (kernels.learnerbox).
+    Without `gpu` the sandbox holds no NVIDIA device file. A learner's `box` compiles
+    for the host's GPU where it has one (`_box_env`).
     """
     env = sandbox.child_env(limits) if sandbox is not None else child_env(limits, home, cache_dir)
-    if not gpu:
-        env = {**env, **_no_gpu_env()}
+    if box:
+        env = {**env, **_box_env()}
     if sandbox is not None:
         return sandbox.start(command, env=env, output=out, cwd=home, pass_fds=fds, gpu=gpu)
     proc = subprocess.Popen(
@@ -67,11 +66,18 @@ def start_process(
     return Box(proc)
 
 
-def _no_gpu_env() -> dict[str, str]:
+def _box_env() -> dict[str, str]:
+    """Numba's simulator and Triton's interpreter in a box only where the host has no GPU.
+
+    On a GPU host the box compiles for the evaluator's device: numba-cuda initialises the
+    driver while it compiles (a kernel with a shared array fails with "no device" in a
+    process that sees none), so the box is given the same GPU as the evaluator. It only
+    compiles there; the evaluator loads and launches what it built.
+    """
     from kplay.kernels.hardware import has_cuda_gpu
 
     flag = "0" if has_cuda_gpu() else "1"
-    return {"CUDA_VISIBLE_DEVICES": "", "NUMBA_ENABLE_CUDASIM": flag, "TRITON_INTERPRET": flag}
+    return {"NUMBA_ENABLE_CUDASIM": flag, "TRITON_INTERPRET": flag}
 
 
 class LearnerSlot:
@@ -105,7 +111,7 @@ class LearnerSlot:
             with open(self.output, "ab") as out:
                 fds = (theirs.fileno(), ready_write)
                 self.box = start_process(
-                    argv, home, out, fds, self.limits, self.cache_dir, self.sandbox, gpu=False
+                    argv, home, out, fds, self.limits, self.cache_dir, self.sandbox, box=True
                 )
         except BaseException:
             ours.close()

@@ -98,7 +98,7 @@ class Backend(ABC):
     key: ClassVar[str]
     title: ClassVar[str]
     language: ClassVar[str]  # editor language: "cpp" or "python"
-    # In a learner's box, which sees no GPU: the compute capability ("9.0") of the device
+    # In a learner's box: the compute capability ("9.0") of the device
     # the evaluator will load the artefacts on. None: ask the device itself.
     target_cc: str | None = None
 

@@ -18,6 +18,9 @@ from kplay.kernels.backends.base import KernelError
 
 # Dynamic shared memory a kernel may take without opting in (cuFuncSetAttribute).
 DEFAULT_SHARED_LIMIT = 48 * 1024
+# CUfunction_attribute values: a loaded module's Function has no named properties for them.
+_ATTR_SHARED_SIZE_BYTES = 1
+_ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
 _ENTRY = re.compile(r"\.entry\s+([\w$.]+)\s*\(([^)]*)\)", re.S)
 # `.param .u64 name`, `.param .u64 .ptr .global .align 1 name`, `.param .align 8 .b8 name[16]`
@@ -134,7 +137,8 @@ class LoadedImage:
 
         function = self.function()
         optin = cupy.cuda.Device().attributes.get("MaxSharedMemoryPerBlockOptin", 0)
-        return int(function.shared_size_bytes), int(optin) or DEFAULT_SHARED_LIMIT
+        static = cupy.cuda.driver.funcGetAttribute(_ATTR_SHARED_SIZE_BYTES, function.ptr)
+        return int(static), int(optin) or DEFAULT_SHARED_LIMIT
 
     def launch(
         self,
@@ -147,13 +151,17 @@ class LoadedImage:
         """One cuLaunchKernel on `stream` (CuPy's current stream when None)."""
         function = self.function()
         if shared_mem > self._dynamic_limit:
+            import cupy
+
             static, optin = self.shared_limits()
             if static + shared_mem > optin:
                 raise KernelError(
                     f"the launch asks for {shared_mem} bytes of dynamic shared memory "
                     f"(and the kernel has {static} static); a block may have {optin}"
                 )
-            function.max_dynamic_shared_size_bytes = shared_mem
+            cupy.cuda.driver.funcSetAttribute(
+                function.ptr, _ATTR_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared_mem)
+            )
             self._dynamic_limit = shared_mem
         grid3 = (tuple(int(g) for g in grid) + (1, 1))[:3]
         block3 = (tuple(int(b) for b in block) + (1, 1))[:3]

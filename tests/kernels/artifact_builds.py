@@ -1,11 +1,11 @@
-"""Build kernel images as a learner's box does, in a process that sees no GPU.
+"""Build kernel images as a learner's box does, in a process of their own.
 
 `python -m tests.kernels.artifact_builds` reads a JSON list of jobs on stdin, each
 {"backend", "source", "kernel", "target_cc", "variants": [Variant JSON]}, and writes a JSON
 list of answers: {"stage", "params", "builds": [{"artifact"} | {"error", "stage"}]}.
-`build_in_box()` runs it with the environment a worker gives a box on any host: CUDA
-shown no device, Numba's simulator and Triton's interpreter off, so the real compilers
-build for the named compute capability.
+`build_in_box()` runs it with the environment a worker gives a box on a GPU host:
+Numba's simulator and Triton's interpreter off, so the real compilers build for the
+named compute capability (without a GPU, where numba-cuda needs no driver to compile).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ ROOT = Path(__file__).resolve().parents[2]
 def build_in_box(jobs: list[dict[str, Any]], tmp: Path) -> list[dict[str, Any]]:
     env = {
         **os.environ,
-        "CUDA_VISIBLE_DEVICES": "",
         "NUMBA_ENABLE_CUDASIM": "0",
         "TRITON_INTERPRET": "0",
         "TRITON_CACHE_DIR": str(tmp / "triton-cache"),
