@@ -7,6 +7,7 @@ datasheet table of known devices; the result says which.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -68,7 +69,9 @@ def ceilings_path(device: str) -> Path:
 def save_ceilings(ceilings: Ceilings) -> Path:
     path = ceilings_path(ceilings.device)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    # A temporary name of this process's own: several processes (a pool's children on first
+    # need) may calibrate at once, and the last whole file wins.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(ceilings.model_dump_json(indent=2))
     tmp.replace(path)
     return path
