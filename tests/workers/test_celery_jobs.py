@@ -39,8 +39,11 @@ def test_a_job_runs_and_its_events_and_verdict_reach_the_sink(deployment: Deploy
     stored = ex.store.finished(first.job_id)
     assert stored is not None and stored.worker == "cpu@t1"
     assert ex.queue_position(first.job_id) is None
-    [worker] = ex.devices()
-    assert worker["id"] == "cpu@t1" and worker["jobs_done"] >= 1
+    # The worker counts the job once its verdict is out (it announces the job until then).
+    [worker] = wait_for(
+        lambda: [w for w in ex.devices() if w["jobs_done"] >= 1], 10, "the job to be counted"
+    )
+    assert worker["id"] == "cpu@t1"
 
 
 def test_a_real_kernel_runs_through_kplay_worker(deployment: Deployment) -> None:
