@@ -1,13 +1,19 @@
 """Every extra resolves from the public package index alone.
 
-`pip install --isolated` ignores this machine's pip configuration (local wheel folders,
-extra indexes, constraints) and the environment, so the resolution below is the one a
-stranger's machine gets. `--dry-run --ignore-installed` downloads metadata only.
+`pip install --isolated` ignores the environment and the user's pip configuration, and
+PIP_CONFIG_FILE=os.devnull (read even in isolated mode) the global and site configuration
+too (local wheel folders, extra indexes, constraints): the resolution below is the one a
+stranger's machine gets. No PIP_ variable reaches pip's own subprocess either (the one that
+installs the build dependencies). `--dry-run --ignore-installed` installs nothing, and with
+`fast-deps` a pip of 25.3 or newer (the `test` extra asks for one) reads each wheel's metadata
+with range requests instead of downloading the wheel: the CUDA builds of torch and its
+libraries are several GB per extra.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -22,14 +28,20 @@ EXTRAS = ("sim", "test", "gpu", "distributed")
 pytestmark = pytest.mark.slow
 
 
+def _public_index_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    return env
+
+
 def _resolve(extra: str, report: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [
             sys.executable, "-m", "pip", "install", "--isolated", "--ignore-installed",
-            "--dry-run", "--quiet", "--disable-pip-version-check",
+            "--dry-run", "--quiet", "--disable-pip-version-check", "--use-feature=fast-deps",
             "--report", str(report), f"{ROOT}[{extra}]",
         ],
-        capture_output=True, text=True, timeout=900, check=False,
+        capture_output=True, text=True, timeout=900, check=False, env=_public_index_env(),
     )  # fmt: skip
 
 
@@ -44,6 +56,13 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     for extra, proc in done.items():
         assert proc.returncode == 0, f".[{extra}] does not resolve:\n{proc.stderr[-4000:]}"
         data = json.loads((folder / f"{extra}.json").read_text())
+        local = [
+            i["download_info"]["url"]
+            for i in data["install"]
+            if not i["download_info"]["url"].startswith("https://")
+            and i["metadata"]["name"] != "kernel-playground"
+        ]
+        assert not local, f".[{extra}] took packages from this machine: {local}"
         out[extra] = {
             i["metadata"]["name"].lower(): i["metadata"]["version"] for i in data["install"]
         }
