@@ -89,14 +89,19 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dic
     assert any(n.startswith("kplay/results/") and n.endswith(".json") for n in names)
     assert not any(n.startswith("kplay/static/editor/") for n in names), "editor sources shipped"
 
+    # A fresh environment without pip of its own: this pip installs into it (--python), and
+    # writes no bytecode (the server compiles what it imports; nobody imports the rest).
     target = base / "env"
-    venv.EnvBuilder(with_pip=True).create(target)
+    venv.EnvBuilder(with_pip=False).create(target)
     bin_dir = target / "bin"
     _run(
-        [str(bin_dir / "python"), "-m", "pip", "install", "-q", str(wheel)],
+        [
+            sys.executable, "-m", "pip", "--python", str(bin_dir / "python"),
+            "install", "-q", "--no-compile", str(wheel),
+        ],
         base,
         {**env, "HOME": os.environ.get("HOME", str(home))},
-    )
+    )  # fmt: skip
     return bin_dir, home, env
 
 
