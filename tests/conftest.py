@@ -63,6 +63,11 @@ def pytest_runtest_makereport(item, call):  # type: ignore[no-untyped-def]
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
     from kplay.kernels.hardware import has_cuda_gpu
 
+    # The suite runs on several processes, one file at a time each (pyproject's addopts), in
+    # the order collected: the files with `slow` tests go first so that none of them is the
+    # last thing running. Every process sorts the same way, as xdist requires.
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
     if has_cuda_gpu():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
