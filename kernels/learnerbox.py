@@ -108,6 +108,7 @@ class _Box:
             "stage": stage.model_dump(mode="json"),
             "params": loaded.parameters() if loaded is not None else None,
             "runnable": loaded is not None,
+            "threads": int(getattr(self.kernel, "threads", 1) or 1),
         }
 
     def _call(self, message: dict[str, Any], body: bytes) -> dict[str, Any]:

@@ -117,7 +117,9 @@ class BoxClient:
             return stage, ArtifactKernel(backend, self, params)
         if self.arena is None:
             self.arena = SharedArena()
-        return stage, HostCall(self, self.arena, params)
+        kernel = HostCall(self, self.arena, params, _threads(answer.get("threads")))
+        self.arena.on_new = kernel.hand_segments
+        return stage, kernel
 
 
 def spawn_plain_box() -> tuple[BoxClient, subprocess.Popen[bytes]]:
@@ -143,21 +145,28 @@ def spawn_plain_box() -> tuple[BoxClient, subprocess.Popen[bytes]]:
 class HostCall(CompiledKernel):
     """A host kernel that lives in the box: each launch is one round trip, no copies."""
 
-    def __init__(self, client: BoxClient, arena: SharedArena, params: list[str] | None) -> None:
+    def __init__(
+        self, client: BoxClient, arena: SharedArena, params: list[str] | None, threads: int
+    ) -> None:
         self.client = client
         self.arena = arena
         self._params = params
+        self.threads = threads  # what the box's function may use, for the CPU roofline
         self._bodies: dict[tuple[Any, ...], bytes] = {}  # requests already encoded
 
     def parameters(self) -> list[str] | None:
         return self._params
 
-    def launch(self, args: list[Any], spec: LaunchSpec) -> None:
+    def hand_segments(self) -> None:
+        """Give the box every segment it lacks (it maps them, page tables and all)."""
         new = self.arena.take_unsent()
         for at in range(0, len(new), MAX_FDS):
             batch = new[at : at + MAX_FDS]
             items = [[ident, size] for ident, size, _ in batch]
             self.client.request({"op": "segments", "items": items}, [fd for *_, fd in batch])
+
+    def launch(self, args: list[Any], spec: LaunchSpec) -> None:
+        self.hand_segments()
         key = (id(spec), *(_identity(a) for a in args))
         body = self._bodies.get(key)
         if body is None:
@@ -286,6 +295,12 @@ def _spec_json(spec: LaunchSpec) -> dict[str, Any]:
         "num_stages": spec.num_stages,
         "constants": dict(spec.constants),
     }
+
+
+def _threads(raw: Any) -> int:
+    """The box's word for its thread count, within what this machine has."""
+    most = os.cpu_count() or 1
+    return min(max(raw, 1), most) if isinstance(raw, int) and not isinstance(raw, bool) else 1
 
 
 def _names(raw: Any) -> list[str] | None:

@@ -12,12 +12,14 @@ from __future__ import annotations
 import bisect
 import mmap
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 _PAGE = mmap.PAGESIZE
+_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
 @dataclass
@@ -37,6 +39,9 @@ class SharedArena:
     """The evaluator's side: allocates segments and says where an array lives."""
 
     def __init__(self) -> None:
+        # Called after each new segment is filled: the box maps it then, outside any
+        # timed repetition (its first touch there would otherwise be timed).
+        self.on_new: Callable[[], None] | None = None
         self._segments: dict[int, _Segment] = {}
         self._starts: list[tuple[int, int]] = []  # (address, ident), sorted
         self._unsent: list[int] = []
@@ -48,6 +53,8 @@ class SharedArena:
         seg = self._new_segment(max(host.nbytes, 1))
         out = np.ndarray(host.shape, dtype=host.dtype, buffer=seg.mm, offset=0)
         out[...] = host
+        if self.on_new is not None:
+            self.on_new()
         return out
 
     def _new_segment(self, nbytes: int) -> _Segment:
@@ -114,8 +121,9 @@ class MappedSegments:
         self._maps: dict[int, mmap.mmap] = {}
 
     def add(self, ident: int, size: int, fd: int) -> None:
+        """Map a segment with its page tables filled now, not at a timed first touch."""
         try:
-            self._maps[ident] = mmap.mmap(fd, size)
+            self._maps[ident] = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE)
         finally:
             os.close(fd)
 

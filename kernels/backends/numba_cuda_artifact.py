@@ -199,8 +199,28 @@ class NumbaCudaExporter(Exporter):
         except NumbaError as exc:
             raise pysource.numba_error(exc, self.path, self.compiler) from None
         except Exception as exc:  # NVVM's errors and friends: the learner's kernel failed
-            raise pysource.deferred_error(exc, self.path, self.compiler) from None
+            ptx = self._through_dispatcher(argtypes)
+            if ptx is None:
+                raise pysource.deferred_error(exc, self.path, self.compiler) from None
         return ptx
+
+    def _through_dispatcher(self, argtypes: tuple[Any, ...]) -> str | None:
+        """Numba's own compile for a launch, where the box sees the device it targets.
+
+        On the H200 the three-pass softmax failed in `compile_ptx` ("Signature mismatch")
+        where the same kernel compiles and runs when Numba launches it; this is the path
+        Numba takes for a launch. None where it is not open (no device) or fails too.
+        """
+        try:
+            from numba import cuda
+
+            device = cuda.get_current_device()
+            if tuple(device.compute_capability) != tuple(self.cc):
+                return None
+            kernel = self.dispatcher.compile(argtypes)
+            return str(kernel.inspect_asm(tuple(device.compute_capability)))
+        except Exception:  # noqa: BLE001 - the first error is the one reported
+            return None
 
     def _max_registers(self) -> int | None:
         options = getattr(self.dispatcher, "targetoptions", {}) or {}
