@@ -20,10 +20,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kplay.kernels.models import RunResult, RunState
+from kplay.kernels.models import RunJob, RunResult, RunState
 from kplay.kernels.remote import BOX_GONE
 from kplay.workers.box import Box
 from kplay.workers.limits import Limits, child_env, signal_message
@@ -80,8 +81,45 @@ def _box_env() -> dict[str, str]:
     return {"NUMBA_ENABLE_CUDASIM": flag, "TRITON_INTERPRET": flag}
 
 
+def times_on_host(job: RunJob) -> bool:
+    """Whether the job times a kernel on this host's CPUs (numba-cpu, a full run)."""
+    return job.backend == "numba-cpu" and job.mode == "full"
+
+
+@dataclass
+class _Started:
+    """One started box, seen from the parent."""
+
+    box: Box
+    home: Path
+    unsent: socket.socket | None  # the evaluator's end, until it is handed over
+    ready: int | None  # the box writes one byte here once its imports are done
+
+    def alive(self) -> bool:
+        return self.box.proc.poll() is None
+
+    def end(self) -> None:
+        if self.unsent is not None:
+            self.unsent.close()
+            self.unsent = None
+        if self.ready is not None:
+            os.close(self.ready)
+            self.ready = None
+        self.box.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.box.proc.wait(timeout=5.0)
+        self.box.close()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
 class LearnerSlot:
-    """The one learner box that belongs to one evaluation child."""
+    """The learner boxes that belong to one evaluation child.
+
+    `current` is the box whose socket the child holds; `waiting` one started and not yet
+    handed over. The next box starts as soon as a job takes one, so back-to-back jobs do
+    not wait for its imports, except while a host kernel is timed (`times_on_host`): its
+    imports would share the CPUs with the kernel, so it starts after that job.
+    """
 
     def __init__(
         self, limits: Limits, cache_dir: Path, sandbox: Sandbox | None, output: Path
@@ -90,15 +128,16 @@ class LearnerSlot:
         self.cache_dir = cache_dir
         self.sandbox = sandbox
         self.output = output
-        self.box: Box | None = None
-        self.home: Path | None = None
-        self._unsent: socket.socket | None = None  # the evaluator's end, not yet handed over
-        self._ready: int | None = None  # the box writes one byte here once it is warm
+        self.current: _Started | None = None
+        self.waiting: _Started | None = None
         self.started = 0
 
     def start(self) -> None:
-        """Start the next box now, so that it warms up while the child waits for a job."""
-        self.end()
+        """Have a box warming up (or warm) for the next job that needs a fresh one."""
+        if self.waiting is None:
+            self.waiting = self._launch()
+
+    def _launch(self) -> _Started:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         theirs.set_inheritable(True)
         ready_read, ready_write = os.pipe()
@@ -110,7 +149,7 @@ class LearnerSlot:
         try:
             with open(self.output, "ab") as out:
                 fds = (theirs.fileno(), ready_write)
-                self.box = start_process(
+                box = start_process(
                     argv, home, out, fds, self.limits, self.cache_dir, self.sandbox, box=True
                 )
         except BaseException:
@@ -121,41 +160,54 @@ class LearnerSlot:
         finally:
             theirs.close()
             os.close(ready_write)
-        self.home = home
-        self._unsent = ours
-        self._ready = ready_read
         self.started += 1
+        return _Started(box, home, ours, ready_read)
+
+    def _next(self) -> _Started | None:
+        """The box the next job will use: the child's own while it lives, else a fresh one."""
+        if self.current is not None and self.current.alive():
+            return None
+        self.start()
+        return self.waiting
 
     def wait_ready(self, timeout_s: float) -> None:
-        """Wait until the box's imports are done, so that no job's clock counts them.
+        """Wait until the next job's box has done its imports, so no job's clock counts them.
 
         Raises OSError when it does not get there (it died, or took too long).
         """
-        if self._ready is None:
+        started = self._next()
+        if started is None or started.ready is None:
             return
+        ready, started.ready = started.ready, None
         try:
-            if not select.select([self._ready], [], [], timeout_s)[0]:
+            if not select.select([ready], [], [], timeout_s)[0]:
                 raise OSError(f"the learner's box was not ready after {timeout_s:.0f} s")
-            if os.read(self._ready, 1) != b"R":
-                raise OSError(f"the learner's box did not start: {self.death_message()}")
+            if os.read(ready, 1) != b"R":
+                raise OSError("the learner's box did not start")
         finally:
-            os.close(self._ready)
-            self._ready = None
+            os.close(ready)
 
-    def hand_over(self, carrier: socket.socket) -> bool:
-        """Send a fresh box's end to the child; False when the child keeps the one it has."""
-        if self._unsent is None:
-            if self.box is not None and self.box.proc.poll() is None:
-                return False
+    def hand_over(self, carrier: socket.socket, ahead: bool = True) -> bool:
+        """Send a fresh box's end to the child; False when the child keeps the one it has.
+
+        With `ahead`, the next box starts at once (see the class).
+        """
+        started = self._next()
+        if started is None:
+            return False
+        if self.current is not None:
+            self.current.end()
+        self.current, self.waiting = started, None
+        assert started.unsent is not None
+        socket.send_fds(carrier, [b"B"], [started.unsent.fileno()])
+        started.unsent.close()
+        started.unsent = None
+        if ahead:
             self.start()
-        assert self._unsent is not None
-        socket.send_fds(carrier, [b"B"], [self._unsent.fileno()])
-        self._unsent.close()
-        self._unsent = None
         return True
 
     def after_job(self, result: RunResult, used: bool) -> RunResult:
-        """A box that ran learner code serves no other job: end it, start the next.
+        """A box that ran learner code serves no other job: end it, have the next ready.
 
         A job that lost its box learns here how the box ended, which only this side sees.
         """
@@ -163,19 +215,23 @@ class LearnerSlot:
             said = self.death_message()
             if said is not None:
                 result = result.model_copy(update={"message": said})
-        if used or self.box is None:
+        if used and self.current is not None:
+            self.current.end()
+            self.current = None
+        if self.current is None:
             self.start()
         return result
 
     def death_message(self) -> str | None:
-        """How the box ended, in words, when it ended on its own (a crash, an exit)."""
-        if self.box is None:
+        """How the child's box ended, in words, when it ended on its own (a crash, an exit)."""
+        if self.current is None:
             return None
+        box = self.current.box
         try:
-            self.box.proc.wait(timeout=1.0)
+            box.proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
             return None
-        code = self.box.exit_code()
+        code = box.exit_code()
         if code is None:
             return None
         if code < 0:
@@ -183,18 +239,7 @@ class LearnerSlot:
         return f"the learner's code ended its process with status {code}"
 
     def end(self) -> None:
-        if self._unsent is not None:
-            self._unsent.close()
-            self._unsent = None
-        if self._ready is not None:
-            os.close(self._ready)
-            self._ready = None
-        if self.box is not None:
-            self.box.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.box.proc.wait(timeout=5.0)
-            self.box.close()
-            self.box = None
-        if self.home is not None:
-            shutil.rmtree(self.home, ignore_errors=True)
-            self.home = None
+        for started in (self.current, self.waiting):
+            if started is not None:
+                started.end()
+        self.current = self.waiting = None
