@@ -34,6 +34,11 @@ ROOT = Path(__file__).resolve().parents[2]
 TARGET = "tests.workers.celery_support:target"
 # The deployments' result key (KPLAY_RESULT_KEY): workers and executors of the tests share it.
 RESULT_KEY = secrets.token_hex(32)
+# How long a test waits for a verdict or a worker before it fails. Generous: on a busy
+# machine (the suite runs on several processes) workers and their children start slowly,
+# and a job whose worker dies waits for a heartbeat to expire; a passing test never waits
+# this long.
+WAIT_S = 150.0
 
 
 # ---------------------------------------------------------------- evaluation target
@@ -166,7 +171,7 @@ class RecordingSink:
         with self.lock:
             self.results[result.job_id] = result
 
-    def wait(self, job_id: str, timeout_s: float = 60.0) -> RunResult:
+    def wait(self, job_id: str, timeout_s: float = WAIT_S) -> RunResult:
         return wait_for(lambda: self.results.get(job_id), timeout_s, f"a result for {job_id}")
 
 
@@ -250,7 +255,7 @@ class Deployment:
 
         return live_workers(JobStore(connect(self.url), self.prefix))
 
-    def wait_worker(self, worker_id: str, timeout_s: float = 60.0) -> LiveWorker:
+    def wait_worker(self, worker_id: str, timeout_s: float = WAIT_S) -> LiveWorker:
         return wait_for(
             lambda: next((w for w in self.live() if w.id == worker_id), None),
             timeout_s,

@@ -35,7 +35,7 @@ def test_a_job_whose_worker_is_killed_runs_again_elsewhere(deployment: Deploymen
     first = wait_for(lambda: _running_on(ex, victim.job_id), 30, "the job to start")
     deployment.kill(procs[first])
 
-    result = sink.wait(victim.job_id, timeout_s=60)
+    result = sink.wait(victim.job_id)
     assert result.state is RunState.done
     survivor = ({"cpu@a", "cpu@b"} - {first}).pop()
     assert ex.store.finished(victim.job_id).worker == survivor
@@ -59,7 +59,7 @@ def test_a_kernel_that_kills_its_worker_is_ended_after_one_retry(
     killer = job("kill-worker")
     ex.submit(killer)
 
-    result = sink.wait(killer.job_id, timeout_s=60)
+    result = sink.wait(killer.job_id)
     assert result.state is RunState.runtime_error
     assert result.message == "the worker was lost twice while running this job"
     # Two workers were lost, the third is untouched, and nothing is left to redeliver.
@@ -120,10 +120,10 @@ def _restart_scenario(deployment: Deployment, server: RedisServer) -> None:
     server.start()
 
     # Both sides reconnect: the worker announces itself again and takes new jobs.
-    deployment.wait_worker("cpu@g", timeout_s=60)
+    deployment.wait_worker("cpu@g")
     after = job("ok")
     wait_for(lambda: _submitted(ex, after), 30, "a submit to be accepted again")
-    assert sink.wait(after.job_id, timeout_s=60).state is RunState.done
+    assert sink.wait(after.job_id).state is RunState.done
 
     # Every earlier job either reports a verdict or is declared vanished: none is stuck.
     def settled() -> tuple[list[str]] | None:
