@@ -146,7 +146,8 @@ def test_huge_allocation_is_refused_by_the_address_space_limit() -> None:
 
 
 def test_cpu_time_limit() -> None:
-    limits = SMALL.model_copy(update={"cpu_seconds": 1})
+    # Wall time to spare: on a busy machine a second of CPU can take longer than SMALL's 4 s.
+    limits = SMALL.model_copy(update={"cpu_seconds": 1, "wall_timeout_s": 60.0})
     with WorkerPool(1, limits, target=f"{FUNCS}:burn_cpu") as p:
         result = p.run(job())
     assert result.state is RunState.runtime_error
