@@ -91,8 +91,11 @@ class Janitor:
             self.store.finish_lost(job_id, ticket, LOST_TWICE, worker="janitor")
             log.warning("job %s ended: %s", job_id, LOST_TWICE)
         else:
-            self._restore(tag)
+            # The ticket first: once the message is back, a worker may take it and mark the job
+            # running at once, and a requeue after that would hide the running job from the
+            # next rounds (until Redis's visibility timeout, if its worker is lost too).
             self.store.requeue(job_id, queue)
+            self._restore(tag)
             log.warning(
                 "job %s: its worker %s vanished; queued again", job_id, ticket.get("worker")
             )

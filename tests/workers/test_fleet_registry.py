@@ -188,3 +188,24 @@ def test_a_verdict_keeps_nan_through_redis(store: JobStore) -> None:
     assert stored is not None and stored.result.check is not None
     got = stored.result.check.cases[0].got
     assert got is not None and got != got  # NaN
+
+
+def test_a_lost_job_taken_again_at_once_is_still_seen_running(store: JobStore) -> None:
+    # The janitor gives the ticket back before the message: a worker that takes the message
+    # at once marks the job running, and the janitor's next rounds still see it there.
+    from kplay.workers.celery_app import WorkerConfig
+    from kplay.workers.recovery import Janitor
+
+    lost = job("x")
+    store.mark_running(lost, "cpu", "gone@h")
+
+    class TakenAtOnce(Janitor):
+        def _unacked_tag(self, job_id: str) -> str | None:
+            return "1"
+
+        def _restore(self, tag: str) -> None:
+            store.mark_running(lost, "cpu", "quick@h")
+
+    janitor = TakenAtOnce(store, celery=None, config=WorkerConfig())  # type: ignore[arg-type]
+    janitor._recover(lost.job_id, store.running_jobs()[lost.job_id])
+    assert store.running_jobs()[lost.job_id]["worker"] == "quick@h"
