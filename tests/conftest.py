@@ -65,9 +65,13 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
 
     # The suite runs on several processes, one file at a time each (pyproject's addopts), in
     # the order collected: the files with `slow` tests go first so that none of them is the
-    # last thing running. Every process sorts the same way, as xdist requires.
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)
+    # last thing running, and the `last` ones after all others, when the other processes
+    # are finishing short files. Every process sorts the same way, as xdist requires.
+    def files_with(marker: str) -> set[Path]:
+        return {item.path for item in items if item.get_closest_marker(marker)}
+
+    slow, last = files_with("slow"), files_with("last")
+    items.sort(key=lambda item: (item.path in last, item.path not in slow))
     if has_cuda_gpu():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

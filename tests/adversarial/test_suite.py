@@ -41,7 +41,7 @@ from kplay.workers.sandbox import SandboxConfig, SandboxUnavailable, prepare
 from tests.adversarial.cases_index import CLASSES, Case, all_cases
 from tests.conftest import skip_or_fail
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.last]  # `within` bounds: few tests beside it
 
 REPO = Path(__file__).resolve().parents[2]
 NEXT_JOB = (Path(__file__).parent / "next_job.numba_cpu.py").read_text()
