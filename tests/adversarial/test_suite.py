@@ -1,16 +1,13 @@
 """The adversarial suite: every case of tests/adversarial/cases/ through the real engine, in
 sandboxed evaluation children, with the verdict and the evidence its header declares.
 
-All the selected cases run at once on the first test that needs a verdict, two at a time
-in one pool (the machine's two cores), and the cases that try to leave something behind
-for the next job one by one in a pool of their own, each followed in the same child by
-tests/adversarial/next_job.numba_cpu.py. The tests then only read what happened. Secrets
-are planted in this process's environment, and in a file of the home folder, before the
-pools start: no case may print them.
-
-Cases of a GPU backend without an `expect-simulated` line need a GPU (`gpu` marker); the
-others run here too: Numba's CUDA target in its simulator, Triton in its interpreter,
-CUDA C++ compiled only. docs/security.md has the table of every case.
+All selected cases run at the first test that needs a verdict: two at a time in one pool,
+and those that try to leave something for the next job one by one in a pool of their own,
+each followed in the same child by tests/adversarial/next_job.numba_cpu.py. Secrets are
+planted in this process's environment and in a home-folder file first: no case may print
+them. GPU cases without an `expect-simulated` line need a GPU (`gpu` marker); the others
+also run in Numba's simulator, Triton's interpreter, or compile-only. docs/security.md
+has the table of every case.
 """
 
 from __future__ import annotations
@@ -89,6 +86,8 @@ def _param(case: Case) -> Any:
         marks.append(pytest.mark.gpu)
     if case.name in XFAIL:
         marks.append(pytest.mark.xfail(strict=True, reason=XFAIL[case.name]))
+    if "process-limit" in case.requires:
+        marks.append(pytest.mark.host_limits)
     return pytest.param(case, id=case.name, marks=marks)
 
 
@@ -183,16 +182,12 @@ def process_limit_holds() -> bool:
     return status.cgroup is not None
 
 
-NO_PROCESS_LIMIT = (
-    "the worker runs as root without a delegated cgroup: nothing bounds a box's "
-    "processes here (docs/security.md), so the case is not run against this host"
-)
+NO_PROCESS_LIMIT = "a root worker without a delegated cgroup: nothing bounds a box's processes"
 
 
 def runs_here(case: Case) -> bool:
-    if expected(case) is None:
-        return False
-    return "process-limit" not in case.requires or process_limit_holds()
+    limited = "process-limit" not in case.requires or process_limit_holds()
+    return expected(case) is not None and limited
 
 
 class Suite:
@@ -395,14 +390,11 @@ def test_the_suite_covers_every_class_and_backend() -> None:
         # What a case leaves behind is named so: nothing else on the host is.
         for mark in case.needs("no-process"):
             assert mark.startswith("kplay-planted"), (case.name, mark)
+    stems = Counter(c.path.name.split(".")[0] + c.backend for c in CASES)
+    assert max(stems.values()) == 1, "a case is named twice"
 
 
 def test_every_case_is_in_the_table_of_the_security_page() -> None:
     page = (REPO / "docs" / "security.md").read_text()
     missing = [c.name for c in CASES if f"`{c.name}`" not in page]
     assert not missing, f"docs/security.md does not list {missing}"
-
-
-def test_no_case_is_named_twice() -> None:
-    stems = Counter(c.path.name.split(".")[0] + c.backend for c in CASES)
-    assert max(stems.values()) == 1
