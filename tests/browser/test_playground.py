@@ -138,7 +138,8 @@ def _shot_live_card(card: object) -> None:
     try:
         card.screenshot(path=str(ARTIFACTS / "playground-card-live.png"))  # type: ignore[attr-defined]
     except PlaywrightError as exc:
-        if "not attached to the DOM" not in str(exc):
+        # Swapped out: detached, or still attached but hidden while the next one renders.
+        if not any(m in str(exc) for m in ("not attached to the DOM", "not visible")):
             raise
 
 
