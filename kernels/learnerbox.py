@@ -48,7 +48,8 @@ class _Box:
             try:
                 body, fds = self.wire.recv_frame()
                 seen = None if fds else self._calls.get(body)
-                if seen is not None and self._launch(*seen):
+                if seen is not None:
+                    self._launch(*seen)
                     continue
                 message = self.wire.decode(body, fds)
             except WireError:
@@ -117,25 +118,24 @@ class _Box:
         if self.kernel is None:
             return _error("protocol", "no kernel is loaded")
         args = [self._argument(a) for a in message["args"]]
-        spec = LaunchSpec(**_spec_fields(message["spec"]))
+        raw = message["spec"]
+        spec = LaunchSpec(**{**raw, "grid": tuple(raw["grid"]), "block": tuple(raw["block"])})
         self.kernel.launch(args, spec)
         if len(self._calls) < 256:
             self._calls[body] = (args, spec)
         return {"ok": True}
 
-    def _launch(self, args: list[Any], spec: Any) -> bool:
-        """A launch seen before; False when its answer could not be sent (the loop ends)."""
+    def _launch(self, args: list[Any], spec: Any) -> None:
+        """A launch seen before, answered like any other (WireError ends the loop)."""
         try:
             self.kernel.launch(args, spec)
         except BaseException as exc:  # noqa: BLE001 - answered like any other failure
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
-            answer = _from_exception(exc)
             _flush()
-            self.wire.send(answer)
-            return True
+            self.wire.send(_from_exception(exc))
+            return
         self.wire.send_frame(OK)
-        return True
 
     def _argument(self, where: dict[str, Any]) -> Any:
         import numpy as np
@@ -160,18 +160,6 @@ class _Box:
     def _report(self) -> dict[str, Any]:
         stage = self.kernel.report() if self.kernel is not None else None
         return {"ok": True, "stage": stage.model_dump(mode="json") if stage else None}
-
-
-def _spec_fields(raw: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "kernel": str(raw["kernel"]),
-        "grid": tuple(int(g) for g in raw.get("grid", ())),
-        "block": tuple(int(b) for b in raw.get("block", ())),
-        "shared_mem_bytes": int(raw.get("shared_mem_bytes", 0)),
-        "num_warps": raw.get("num_warps"),
-        "num_stages": raw.get("num_stages"),
-        "constants": {str(k): int(v) for k, v in raw.get("constants", {}).items()},
-    }
 
 
 def _error(kind: str, message: str, **rest: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ says is data, never code or a verdict.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -171,7 +172,7 @@ class HostCall(CompiledKernel):
         body = self._bodies.get(key)
         if body is None:
             wired = [self._wire_arg(a) for a in args]
-            message = {"op": "call", "args": wired, "spec": _spec_json(spec)}
+            message = {"op": "call", "args": wired, "spec": dataclasses.asdict(spec)}
             body = json.dumps(message, separators=(",", ":")).encode()
             if len(self._bodies) < 256:
                 self._bodies[key] = body
@@ -283,18 +284,6 @@ def _identity(arg: Any) -> tuple[Any, ...]:
         return ("t", id(arg), arg.data_ptr(), tuple(arg.shape), tuple(arg.stride()), str(arg.dtype))
     iface = arg.__array_interface__
     return ("a", id(arg), iface["data"][0], arg.shape, arg.strides, arg.dtype.str)
-
-
-def _spec_json(spec: LaunchSpec) -> dict[str, Any]:
-    return {
-        "kernel": spec.kernel,
-        "grid": list(spec.grid),
-        "block": list(spec.block),
-        "shared_mem_bytes": spec.shared_mem_bytes,
-        "num_warps": spec.num_warps,
-        "num_stages": spec.num_stages,
-        "constants": dict(spec.constants),
-    }
 
 
 def _threads(raw: Any) -> int:

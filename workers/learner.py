@@ -130,7 +130,6 @@ class LearnerSlot:
         self.output = output
         self.current: _Started | None = None
         self.waiting: _Started | None = None
-        self.started = 0
 
     def start(self) -> None:
         """Have a box warming up (or warm) for the next job that needs a fresh one."""
@@ -160,7 +159,6 @@ class LearnerSlot:
         finally:
             theirs.close()
             os.close(ready_write)
-        self.started += 1
         return _Started(box, home, ours, ready_read)
 
     def _next(self) -> _Started | None:

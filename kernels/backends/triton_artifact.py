@@ -38,7 +38,7 @@ from kplay.kernels.backends.base import DeferredCompileError, Exporter, KernelEr
 from kplay.kernels.backends.image_launch import check_layout, ptx_entry, ptx_target
 from kplay.kernels.backends.toolkit_parse import truncate
 from kplay.kernels.backends.toolkit_run import TEXT_LIMIT_BYTES
-from kplay.kernels.backends.triton_backend import _compilation_error, _compiler, _is_constexpr
+from kplay.kernels.backends.triton_backend import _compiler, _is_constexpr, compile_failure
 from kplay.kernels.models import CompileStage, Resources
 
 BACKEND = "triton"
@@ -213,17 +213,12 @@ class TritonExporter(Exporter):
     def _compile(self, signature: Any, constexprs: Any, attrs: Any, options: Any) -> Any:
         import triton
         from triton.compiler import ASTSource
-        from triton.compiler.errors import CompilationError
 
         source = ASTSource(self.jit, signature, constexprs, attrs)
         try:
             return triton.compile(source, target=self.target, options=options.__dict__)
-        except CompilationError as exc:
-            raise _compilation_error(exc, self.path, self.source) from None
         except Exception as exc:
-            if type(exc).__name__ in ("OutOfResources", "PTXASError"):
-                raise pysource.deferred_error(exc, self.path, _compiler()) from None
-            raise
+            raise compile_failure(exc, self.path, self.source) from None
 
     def _artifact(
         self, compiled: Any, variant: Variant, signature: dict[str, str], constexprs: dict,

@@ -111,16 +111,11 @@ class TritonKernel(CompiledKernel):
         if self.interpreted:
             self._interpreted_call(grid, plain, kwargs)
             return
-        from triton.compiler.errors import CompilationError
 
         try:
             result = self.kernel[grid](*plain, **kwargs)
-        except CompilationError as exc:
-            raise _compilation_error(exc, self.path, self.source) from None
         except Exception as exc:
-            if type(exc).__name__ in ("OutOfResources", "PTXASError"):
-                raise pysource.deferred_error(exc, self.path, _compiler()) from None
-            raise
+            raise compile_failure(exc, self.path, self.source) from None
         if self.compiled is None and hasattr(result, "asm"):
             self.compiled = result
 
@@ -153,6 +148,17 @@ class TritonKernel(CompiledKernel):
         if self.interpreted or self.compiled is None:
             return None
         return _gpu_report(self.compiled, self.name)
+
+
+def compile_failure(exc: Exception, path: Path, source: str) -> Exception:
+    """What a Triton compile that failed raises: the learner's error, located, or `exc`."""
+    from triton.compiler.errors import CompilationError
+
+    if isinstance(exc, CompilationError):
+        return _compilation_error(exc, path, source)
+    if type(exc).__name__ in ("OutOfResources", "PTXASError"):
+        return pysource.deferred_error(exc, path, _compiler())
+    return exc
 
 
 def _compilation_error(
