@@ -52,6 +52,5 @@ def compile_boxed(
             return hit[0].model_copy(deep=True), hit[1]
     stage, kernel = box.compile(backend, source, kernel_name, export=export)
     if isinstance(kernel, ArtifactKernel) and stage.ok:
-        kernel.scope = "/".join(key)
         _COMPILED[key] = (stage.model_copy(deep=True), kernel)
     return stage, kernel

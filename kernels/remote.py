@@ -20,7 +20,6 @@ import sys
 from typing import Any
 
 import numpy as np
-from cachetools import LRUCache
 
 from kplay.kernels.artifact import ArgSpec, Artifact, Variant
 from kplay.kernels.backends.base import (
@@ -100,22 +99,21 @@ class BoxClient:
     def compile(
         self, backend: Backend, source: str, kernel_name: str, *, export: bool
     ) -> tuple[CompileStage, CompiledKernel | None]:
-        answer = self.request(
-            {
-                "op": "load",
-                "backend": backend.key,
-                "source": source,
-                "kernel": kernel_name,
-                "mode": "export" if export else "host",
-                "target_cc": _device_cc() if export else None,
-            }
-        )
+        load = {
+            "op": "load",
+            "backend": backend.key,
+            "source": source,
+            "kernel": kernel_name,
+            "mode": "export" if export else "host",
+            "target_cc": _device_cc() if export else None,
+        }
+        answer = self.request(load)
         stage = CompileStage.model_validate(answer.get("stage"))
         params = _names(answer.get("params"))
         if not stage.ok or answer.get("runnable") is not True:
             return stage, None
         if export:
-            return stage, ArtifactKernel(backend, self, params)
+            return stage, ArtifactKernel(backend, self, params, load)
         if self.arena is None:
             self.arena = SharedArena()
         kernel = HostCall(self, self.arena, params, _threads(answer.get("threads")))
@@ -191,21 +189,26 @@ class HostCall(CompiledKernel):
         return CompileStage.model_validate(raw) if raw else None
 
 
-# Loaded artefacts, by backend, source, kernel and variant: a warm evaluator launches a
-# kernel it has seen without asking any box.
-_LOADED: LRUCache[tuple[str, str], CompiledKernel] = LRUCache(maxsize=64)
-
-
 class ArtifactKernel(CompiledKernel):
-    """A GPU kernel the box compiled and the evaluator loaded: launched here, untouched."""
+    """A GPU kernel the box compiled and the evaluator loaded: launched here, untouched.
 
-    def __init__(self, backend: Backend, client: BoxClient, params: list[str] | None) -> None:
+    A warm evaluator keeps it (kernels.compiling) and launches every variant it has
+    loaded without asking any box; a variant it has not met yet is built by the box of
+    the job at hand, which is first given the source, as the first box was.
+    """
+
+    def __init__(
+        self, backend: Backend, client: BoxClient, params: list[str] | None,
+        load: dict[str, Any],
+    ) -> None:  # fmt: skip
         self.backend = backend
         self.client: BoxClient | None = client
         self._params = params
+        self._load = load  # the request that loads the source into a box
+        self._box_has_source = True
         self._report: CompileStage | None = None
-        self._loaded: dict[str, CompiledKernel] = {}
-        self.scope = ""  # set by the evaluator: the source's hash, for the shared cache
+        self._loaded: dict[str, CompiledKernel] = {}  # by variant
+        self._by_launch: dict[tuple[Any, ...], CompiledKernel] = {}  # by launch, this job
 
     def parameters(self) -> list[str] | None:
         return self._params
@@ -213,20 +216,29 @@ class ArtifactKernel(CompiledKernel):
     def rebind(self, client: BoxClient | None) -> None:
         """A later job reuses this kernel; unbuilt variants come from its box."""
         self.client = client
+        self._box_has_source = False
+        self._by_launch.clear()  # the last job's arrays and specs are gone
 
     def launch(self, args: list[Any], spec: LaunchSpec) -> None:
-        variant = variant_of(self.backend.key, args, spec)
-        key = variant.key()
-        kernel = self._loaded.get(key) or _LOADED.get((self.scope, key))
+        # Between a timing event and the kernel: a tuple lookup, not a model and a hash.
+        shape = _launch_shape(args, spec)
+        kernel = self._by_launch.get(shape)
         if kernel is None:
-            kernel = self._build(variant)
-            _LOADED[(self.scope, key)] = kernel
-        self._loaded[key] = kernel
+            variant = variant_of(self.backend.key, args, spec)
+            kernel = self._loaded.get(variant.key())
+            if kernel is None:
+                kernel = self._loaded[variant.key()] = self._build(variant)
+            self._by_launch[shape] = kernel
         kernel.launch(args, spec)
 
     def _build(self, variant: Variant) -> CompiledKernel:
         if self.client is None:
             raise BoxFailure("a new launch variant, and no box to build it")
+        if not self._box_has_source:
+            answer = self.client.request(self._load)
+            if not CompileStage.model_validate(answer.get("stage")).ok:
+                raise BoxFailure("the source that compiled before did not compile in a new box")
+            self._box_has_source = True
         answer = self.client.request({"op": "build", "variant": variant.model_dump(mode="json")})
         artifact = Artifact.model_validate(answer.get("artifact"))
         if artifact.backend != self.backend.key:
@@ -274,6 +286,17 @@ def _torch_dtype(tensor: Any) -> np.dtype:
     import torch
 
     return torch.empty(0, dtype=tensor.dtype).numpy().dtype
+
+
+def _launch_shape(args: list[Any], spec: LaunchSpec) -> tuple[Any, ...]:
+    """Every launch with the same value here has the same variant, for every backend."""
+    parts: list[Any] = [tuple(sorted(spec.constants.items())), spec.num_warps, spec.num_stages]
+    for arg in args:
+        if isinstance(arg, np.generic | int | float):
+            parts.append((type(arg), arg))
+        else:
+            parts.append((str(arg.dtype), arg.ndim))
+    return tuple(parts)
 
 
 def _identity(arg: Any) -> tuple[Any, ...]:

@@ -150,3 +150,42 @@ def test_gpu_kernels_built_in_a_box_without_a_gpu_run_here(
     finally:
         client.close()
         proc.wait(timeout=30)
+
+
+def test_a_kept_gpu_kernel_gives_a_new_box_its_source_before_a_new_variant() -> None:
+    """A warm evaluator's kernel meets a variant its first box never built: the job's own
+    box, which has not seen the source, is given it first (here: NVRTC, no GPU needed)."""
+    pytest.importorskip("cuda.bindings")
+    from kplay.kernels.backends.base import LaunchSpec
+    from kplay.kernels.remote import ArtifactKernel
+
+    source = (PROBLEMS / "vector_add/solutions/correct/vector_add.cu").read_text()
+    load = {"op": "load", "backend": "cuda", "source": source, "kernel": "vector_add",
+            "mode": "export", "target_cc": "9.0"}  # fmt: skip
+
+    class Loaded:
+        launches = 0
+
+        def launch(self, args: object, spec: object) -> None:
+            Loaded.launches += 1
+
+    class Cuda:  # the evaluator's half, without a device: what it was handed
+        key = "cuda"
+        images: list[str] = []
+
+        def load(self, artifact: object) -> Loaded:
+            Cuda.images.append(artifact.entry)  # type: ignore[attr-defined]
+            return Loaded()
+
+    kernel = ArtifactKernel(Cuda(), None, None, load)  # type: ignore[arg-type]
+    client, proc = spawn_plain_box()
+    try:
+        kernel.rebind(client)
+        a = np.zeros(4, dtype=np.float32)
+        kernel.launch([a, a, a, np.int32(4)], LaunchSpec("vector_add", (1,), (32,)))
+        kernel.launch([a, a, a, np.int32(8)], LaunchSpec("vector_add", (1,), (32,)))
+    finally:
+        client.close()
+        proc.wait(timeout=30)
+    assert Cuda.images == ["vector_add"]  # built once, in the box that got the source
+    assert Loaded.launches == 2
