@@ -166,7 +166,8 @@ class HostCall(CompiledKernel):
 
     def launch(self, args: list[Any], spec: LaunchSpec) -> None:
         self.hand_segments()
-        key = (id(spec), *(_identity(a) for a in args))
+        where = (spec.grid, spec.block, spec.shared_mem_bytes, *_launch_shape([], spec))
+        key = (where, *(_identity(a) for a in args))
         body = self._bodies.get(key)
         if body is None:
             wired = [self._wire_arg(a) for a in args]
