@@ -16,7 +16,7 @@ import pytest
 
 from kplay.kernels import check as check_mod
 from kplay.kernels import evaluate as ev
-from kplay.kernels import perf
+from kplay.kernels import perf, rotation
 from kplay.kernels.backends.base import Capability, get_backend
 from kplay.kernels.catalog import get_problem, load_catalog
 from kplay.kernels.models import RunJob, RunState
@@ -151,6 +151,9 @@ def test_a_timed_repetition_that_writes_nothing_makes_the_run_wrong(monkeypatch)
         return lazy
 
     monkeypatch.setattr(ev._KernelRun, "launch_for", launch_for)
+    # Every timed repetition checked: with a random quarter, all the lazy ones could go
+    # unchecked (the re-check after timing still makes the run wrong, in other words).
+    monkeypatch.setattr(rotation, "MIN_CHECK_SHARE", 1.0)
     result = ev.evaluate(_job("vector_add", "numba-cpu", HONEST_ADD))
     assert result.state is RunState.wrong
     assert result.message.startswith("the output of ")
