@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
 from kplay.workers.channel import BadMessage, Channel, ChannelClosed
-from kplay.workers.learner import LearnerSlot, start_process, times_on_host
+from kplay.workers.learner import LearnerSlot, start_ahead, start_process
 from kplay.workers.limits import (
     Limits,
     breached_limit,
@@ -162,7 +162,7 @@ class Child:
         self.box_used = True  # unless the child says its box stayed untouched
         try:
             if self.learner is not None and self._carrier is not None:
-                ahead = not times_on_host(job)
+                ahead = start_ahead(job)
                 message["box"] = "new" if self.learner.hand_over(self._carrier, ahead) else "same"
             self._send(message)
             result = self._follow(job, nonce, on_event, start)

@@ -86,6 +86,12 @@ def times_on_host(job: RunJob) -> bool:
     return job.backend == "numba-cpu" and job.mode == "full"
 
 
+def start_ahead(job: RunJob) -> bool:
+    """Whether the next box may warm up while `job` runs: not beside a timed host kernel,
+    and not on a small host (under 8 CPUs), where its imports slow the job itself."""
+    return not times_on_host(job) and (os.cpu_count() or 1) >= 8
+
+
 @dataclass
 class _Started:
     """One started box, seen from the parent."""
