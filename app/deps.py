@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -12,6 +12,7 @@ from fastapi.templating import Jinja2Templates
 from kplay.app.book import Book
 from kplay.app.db.session import Database
 from kplay.app.readers import ReaderSessions
+from kplay.app.services.live import ProgressHub
 from kplay.app.services.runs import RunService
 from kplay.config import Settings
 from kplay.kernels.problem import ProblemSpec
@@ -27,6 +28,8 @@ class Services:
     db: Database | None = None
     executor: Executor | None = None
     runs: RunService | None = None
+    # Each run's progress as it happens, for the pages that follow it (app.routers.live).
+    live: ProgressHub = field(default_factory=ProgressHub)
 
 
 def get_services(request: Request) -> Services:

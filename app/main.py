@@ -20,7 +20,8 @@ from kplay.app.executors import Reconciling, make_executor
 from kplay.app.guards import PublicStaticFiles
 from kplay.app.localmode import LocalMode
 from kplay.app.render import STATIC_DIR, error_page, make_templates
-from kplay.app.routers import api, fleet, pages, runs_html
+from kplay.app.routers import api, fleet, live, pages, runs_html
+from kplay.app.services.live import LiveSink
 from kplay.app.services.reconcile import Reconciler
 from kplay.app.services.records import DatabaseSink, reconcile_interrupted
 from kplay.app.services.runs import RunService
@@ -30,6 +31,8 @@ from kplay.kernels.catalog import load_catalog
 from kplay.workers.executor import Executor
 
 log = logging.getLogger(__name__)
+
+STOP_GRACE_S = 3
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -101,7 +104,8 @@ def create_app(
         )
         if reconciler is None:
             reconcile_interrupted(db)
-        ex.start(DatabaseSink(db))
+        # The database first, then the pages following each run (app.services.live).
+        ex.start(LiveSink(DatabaseSink(db), services.live))
         app.state.local_mode = mode = LocalMode(ex)
         _announce_sandbox(mode, announce)
         if reconciler is not None:
@@ -111,6 +115,7 @@ def create_app(
         try:
             yield
         finally:
+            services.live.close()
             if reconciler is not None:
                 reconciler.stop()
             ex.stop()
@@ -133,6 +138,7 @@ def create_app(
     app.include_router(pages.router)
     app.include_router(runs_html.router)
     app.include_router(api.router)
+    app.include_router(live.router)
     app.include_router(fleet.router)
     _install_handlers(app)
     install_guards(app, settings)
@@ -168,4 +174,8 @@ def serve(settings: Settings | None = None) -> None:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        # A stopping server waits for open responses, and a progress stream (app.routers.live)
+        # stays open while its run is in flight: past this many seconds it is cut, and the
+        # page falls back to polling until the server is back.
+        timeout_graceful_shutdown=STOP_GRACE_S,
     )

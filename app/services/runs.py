@@ -69,6 +69,8 @@ class RunService:
         # requests at once cannot both pass the cap (one web process; the distributed
         # executor also enforces the cap in Redis, across processes).
         self._admit = threading.Lock()
+        # Every job gets the model's cap on its timing loop; the card's timing bar reads it.
+        self.timing_cap_s: float = RunJob.model_fields["timing_cap_s"].default
 
     # ------------------------------------------------------------ create
 
@@ -129,6 +131,7 @@ class RunService:
             user=user,
             requires=req.requires,
             device=req.device,
+            timing_cap_s=self.timing_cap_s,
         )
         run = Run(
             id=job.job_id,

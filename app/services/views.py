@@ -8,8 +8,9 @@ from kplay.app.db.models import Run
 from kplay.app.services import history as hist
 from kplay.app.services.cards import RunCard, build_card
 from kplay.app.services.gpu_picker import device_choices
+from kplay.app.services.livecard import live_card
 from kplay.app.services.problems import offers
-from kplay.app.services.records import is_final
+from kplay.app.services.records import age_s, is_final
 from kplay.app.services.runs import RunService
 
 BOOK_TITLE = "Writing Kernels with AI"
@@ -30,7 +31,8 @@ def _card(svc: RunService, run: Run, position: int | None, runs: list[Run], tota
         card = build_card(run, position)
         if run.state == "queued" and position:
             card.wait_s = svc.wait_estimate_s(run)
-        return card
+        # The row was last updated when the run reached its state (or its latest detail).
+        return live_card(card, svc.timing_cap_s, age_s(run.updated_at))
     card = build_card(run, position, previous=hist.previous_timed(run, runs))
     card.chart = hist.chart(run, runs, total)
     return card

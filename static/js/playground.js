@@ -1,5 +1,5 @@
 // The page's glue: theme toggle, kernel cells (editor island, backend tabs, Run, Reset,
-// launch fields, saved edits), and the run cards that htmx keeps fresh.
+// launch fields, saved edits), and the run cards that follow their runs' progress.
 // Talks to the islands only through their contracts: window.KPlayEditor, window.KPlayRoofline.
 (function () {
   "use strict";
@@ -371,7 +371,7 @@
     }
   };
 
-  // The card itself is not a live region (it is replaced every half second while in flight);
+  // The card itself is not a live region (it is replaced at every step while in flight);
   // screen readers hear the verdict once, when it arrives.
   Cell.prototype.announce = function (card) {
     var node = this.el.querySelector("[data-announce]");
@@ -444,11 +444,136 @@
     }
   }
 
-  // A card shown for the first time: times in local time; a final one also draws its chart,
-  // hands its compiler messages to the editor and (when it just finished) refreshes history.
+  // ------------------------------------------------------------------ live progress
+
+  // A card in flight follows its run's event stream (app/routers/live.py): each message
+  // carries the card's next render, swapped in as it arrives. While the stream is open the
+  // card's own poll (htmx, every 500 ms) is held back; where EventSource is missing, or
+  // while the stream is down (it reconnects by itself, with Last-Event-ID), the poll runs.
+  var streams = {};
+  // The timing bar: when (page clock) each run reached `timing`, and the largest share
+  // shown so far, so that no later render can move the bar back.
+  var timingSince = {};
+  var barShown = {};
+  var drawing = false;
+
+  function follow(card) {
+    var id = card.getAttribute("data-run-id");
+    var url = card.getAttribute("data-events-url");
+    if (!window.EventSource || !url || streams[id]) return;
+    var source = new EventSource(url);
+    streams[id] = source;
+    source.addEventListener("card", function (ev) {
+      var msg;
+      try {
+        msg = JSON.parse(ev.data);
+      } catch (e) {
+        return;
+      }
+      showStreamed(id, msg);
+    });
+    source.addEventListener("error", function () {
+      // Closed for good (the server refused the stream): the poll takes over.
+      if (source.readyState === 2) stopFollowing(id);
+    });
+  }
+
+  function stopFollowing(id) {
+    if (streams[id]) streams[id].close();
+    delete streams[id];
+  }
+
+  function streaming(id) {
+    return !!streams[id] && streams[id].readyState === 1;
+  }
+
+  function showStreamed(id, msg) {
+    var current = document.getElementById("run-" + id);
+    if (!current) {
+      stopFollowing(id); // a newer run's card took its place
+      return;
+    }
+    if (msg.final) {
+      stopFollowing(id);
+      fillBar(current);
+    }
+    var holder = document.createElement("div");
+    holder.innerHTML = msg.html;
+    var card = holder.querySelector("[data-run-card]");
+    if (!card) return;
+    card.setAttribute("data-via", "stream");
+    if (typeof msg.at === "number") card.setAttribute("data-changed-at", String(msg.at));
+    current.replaceWith(card);
+    if (window.htmx) window.htmx.process(card);
+    activateCard(card, true);
+  }
+
+  function trackBar(card) {
+    var bar = card.querySelector("[data-timing-bar]");
+    if (!bar) return;
+    var id = card.getAttribute("data-run-id");
+    // The server says how long ago the run reached `timing`; the earliest start wins.
+    var since = performance.now() - (parseFloat(bar.getAttribute("data-age-s")) || 0) * 1000;
+    if (!(id in timingSince) || since < timingSince[id]) timingSince[id] = since;
+    setBar(bar, id, (performance.now() - timingSince[id]) / (barCap(bar) * 1000));
+    if (!drawing) {
+      drawing = true;
+      window.requestAnimationFrame(drawBars);
+    }
+  }
+
+  function barCap(bar) {
+    return parseFloat(bar.getAttribute("data-cap-s")) || 0;
+  }
+
+  function drawBars() {
+    var bars = document.querySelectorAll("[data-run-card] [data-timing-bar]");
+    bars.forEach(function (bar) {
+      var id = bar.closest("[data-run-card]").getAttribute("data-run-id");
+      if (id in timingSince) setBar(bar, id, (performance.now() - timingSince[id]) / (barCap(bar) * 1000));
+    });
+    if (bars.length) window.requestAnimationFrame(drawBars);
+    else drawing = false;
+  }
+
+  // The share of the timing budget passed: the timer stops repeating at the cap, and the
+  // bar is full when the verdict comes (RunCard.timing_percent on the server says more).
+  function setBar(bar, id, fraction) {
+    if (!(fraction >= 0)) return;
+    var f = Math.max(barShown[id] || 0, Math.min(1, fraction));
+    barShown[id] = f;
+    var fill = bar.querySelector("span");
+    if (fill) fill.style.transform = "scaleX(" + f.toFixed(4) + ")";
+    var pct = String(Math.round(f * 100));
+    if (bar.getAttribute("aria-valuenow") === pct) return;
+    var cap = barCap(bar);
+    bar.setAttribute("aria-valuenow", pct);
+    bar.setAttribute(
+      "aria-valuetext",
+      f >= 1
+        ? "timing budget of " + cap + " s used"
+        : (f * cap).toFixed(2) + " s of the " + cap + " s timing budget"
+    );
+  }
+
+  function fillBar(card) {
+    var bar = card.querySelector("[data-timing-bar]");
+    if (bar) setBar(bar, card.getAttribute("data-run-id"), 1);
+  }
+
+  // ------------------------------------------------------------------ activation
+
+  // A card shown for the first time: times in local time; one in flight follows its run;
+  // a final one also draws its chart, hands its compiler messages to the editor and (when
+  // it just finished) refreshes history.
   function activateCard(card, fresh) {
     localTimes(card);
-    if (card.getAttribute("data-final") !== "true" || card.hasAttribute("data-activated")) return;
+    if (card.getAttribute("data-final") !== "true") {
+      follow(card);
+      trackBar(card);
+      return;
+    }
+    if (card.hasAttribute("data-activated")) return;
     card.setAttribute("data-activated", "");
     drawRoofline(card);
     var diag = readJson(card, ".run-diagnostics");
@@ -469,6 +594,13 @@
     if (!window.htmx) return;
     window.htmx.onLoad(function (elt) {
       if (elt !== document.body) activateWithin(elt, true);
+    });
+    // The card's poll waits while its event stream is open.
+    document.body.addEventListener("htmx:beforeRequest", function (ev) {
+      var elt = ev.detail && ev.detail.elt;
+      if (elt && elt.matches && elt.matches("[data-run-card]") && streaming(elt.getAttribute("data-run-id"))) {
+        ev.preventDefault();
+      }
     });
     // A poll answered with an error (the run vanished): show that answer, stop polling.
     document.body.addEventListener("htmx:responseError", function (ev) {
