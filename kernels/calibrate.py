@@ -2,7 +2,9 @@
 
 GPU: DRAM copy and read bandwidth (CuPy kernels), FP32 FMA peak (a register-resident
 FMA kernel), matrix-unit peaks for fp16/bf16/tf32 (cuBLAS through torch, fp32 accumulate).
-CPU: a STREAM-style triad, a read-only sum and an FMA peak, all through Numba.
+CPU: a STREAM-style triad, a read-only sum and an FMA peak, all through Numba. The triad's
+and the sum's arrays are each at least 4x the last-level cache (kernels.sizing), so the
+memory roof is DRAM's, the level the CPU benchmark cases are sized to live in.
 
 `python -m kplay.kernels.calibrate gpu|cpu` measures the device this process sees (pinned
 by CUDA_VISIBLE_DEVICES), caches and prints the ceilings as JSON: `kplay worker` runs it
@@ -17,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from kplay.kernels import hardware, roofline, timing
+from kplay.kernels import hardware, roofline, sizing, timing
 from kplay.kernels.models import Ceilings, TimingStage
 
 _READ_SRC = r"""
@@ -103,6 +105,8 @@ def calibrate_gpu(size_bytes: int = 2 * 2**30, cap_s: float = 3.0) -> Ceilings:
         notes=f"copy and read over {size_bytes / 2**30:.0f} GiB, L2 flushed; "
         "matrix peaks: cuBLAS 8192^3 through torch, fp32 accumulate",
         spread=max(_spread(copy, read, fma), tc_spread),
+        memory_level="DRAM",
+        memory_buffer_bytes=size_bytes,
         **tc,
     )
 
@@ -204,9 +208,43 @@ def _fma_peak(threads: int, cap_s: float) -> tuple[float, int, TimingStage | Non
     return best, best_width, best_stage
 
 
+def cpu_array_elements(
+    n: int, llc_bytes: int | None = None, cap_bytes: int | None = None
+) -> tuple[int, bool]:
+    """Doubles per CPU calibration array, and whether the cap kept it under its target.
+
+    At least `n`, and each array alone at least LLC_MULTIPLE times the last-level cache
+    (every instance together), so that the triad and the read stream from DRAM as the
+    benchmark cases do (kernels.sizing); never more than KPLAY_CPU_CASE_MAX_MB per array
+    unless `n` itself is more.
+    """
+    if llc_bytes is None:
+        llc_bytes = sizing.host_llc_bytes()
+    if cap_bytes is None:
+        from kplay.config import EngineSettings
+
+        cap_bytes = EngineSettings().cpu_case_max_bytes
+    want = max(n, -(-sizing.LLC_MULTIPLE * llc_bytes // 8))
+    most = max(n, cap_bytes // 8)
+    return min(want, most), want > most
+
+
+def cpu_memory_level(array_bytes: int, llc_bytes: int) -> str:
+    """Where a CPU bandwidth measured over arrays of `array_bytes` came from, in words."""
+    if array_bytes >= sizing.LLC_MULTIPLE * llc_bytes:
+        return "DRAM"
+    return (
+        f"DRAM, partly the last-level cache (arrays of {array_bytes / 2**20:.0f} MiB, "
+        f"{array_bytes / llc_bytes:.1f}x the cache)"
+    )
+
+
 def calibrate_cpu(n: int = 1 << 25, cap_s: float = 1.5) -> Ceilings:
+    """The CPU's ceilings; the arrays grow past `n` doubles where the cache asks for it."""
     import numba
 
+    llc = sizing.host_llc_bytes()
+    n, _ = cpu_array_elements(n, llc)
     triad, read, _ = _cpu_kernels()
     threads = numba.get_num_threads()
     rng = np.random.default_rng(0)
@@ -227,23 +265,44 @@ def calibrate_cpu(n: int = 1 << 25, cap_s: float = 1.5) -> Ceilings:
         read_bytes_per_s=8 * n / _seconds(t_read.min_us),
         fp32_flops_per_s=fma_rate,
         measured_at=_now(),
-        notes=f"Numba, {threads} thread(s): triad a=b+s*c over {n} doubles; "
-        f"read: a parallel sum; FP32: {width} independent FMA chains per thread "
-        f"(the best of {', '.join(map(str, FMA_WIDTHS))})",
+        notes=f"Numba, {threads} thread(s): triad a=b+s*c over {n} doubles "
+        f"({8 * n / 2**20:.0f} MiB an array, {8 * n / llc:.1f}x the "
+        f"{llc / 2**20:.0f} MiB last-level cache); read: a parallel sum; FP32: {width} "
+        f"independent FMA chains per thread (the best of {', '.join(map(str, FMA_WIDTHS))})",
         spread=_spread(*stages),
+        memory_level=cpu_memory_level(8 * n, llc),
+        memory_buffer_bytes=8 * n,
+        llc_bytes=llc,
     )
 
 
+# Doubles per array of the calibration made on first need, before the cache asks for more.
+AUTO_CPU_ELEMENTS = 1 << 24
+
+
+def measured_like_the_cases(ceilings: Ceilings, llc_bytes: int | None = None) -> bool:
+    """Whether cached CPU ceilings were measured over arrays as large as a calibration here
+    would use now (so at the memory level the benchmark cases live in): not those of an
+    older calibration that did not record its arrays, nor of a host with a smaller cache."""
+    if ceilings.memory_buffer_bytes is None:
+        return False
+    n, _ = cpu_array_elements(AUTO_CPU_ELEMENTS, llc_bytes)
+    return ceilings.memory_buffer_bytes >= 8 * n
+
+
 def cpu_ceilings() -> Ceilings | None:
-    """Cached CPU ceilings, measured once on first need (a few seconds)."""
-    cached = roofline.load_calibrated(hardware.cpu().model)
-    if cached is not None:
-        return cached
+    """Cached CPU ceilings, measured once on first need (a few seconds), and again where the
+    cached ones were measured over arrays smaller than this host's cache asks for."""
     from kplay.config import EngineSettings
 
+    cached = roofline.load_calibrated(hardware.cpu().model)
+    if cached is not None and (
+        measured_like_the_cases(cached) or EngineSettings().no_auto_calibrate
+    ):
+        return cached
     if EngineSettings().no_auto_calibrate:
         return None
-    ceilings = calibrate_cpu(n=1 << 24, cap_s=0.8)
+    ceilings = calibrate_cpu(n=AUTO_CPU_ELEMENTS, cap_s=0.8)
     roofline.save_ceilings(ceilings)
     return ceilings
 

@@ -11,8 +11,14 @@ from types import ModuleType
 
 from pydantic import ValidationError
 
-from kplay.kernels import formula
-from kplay.kernels.problem import CHEAT_VERDICTS, ProblemSpec, backend_for_path, declared_verdict
+from kplay.kernels import formula, sizing
+from kplay.kernels.problem import (
+    CHEAT_VERDICTS,
+    Case,
+    ProblemSpec,
+    backend_for_path,
+    declared_verdict,
+)
 
 PROBLEMS_DIR = Path(str(files("kplay.kernels"))) / "problems"
 
@@ -98,6 +104,8 @@ def _check_spec(spec: ProblemSpec, folder: Path) -> None:
                 raise ProblemLoadError(
                     toml_path, f"{kind}[{i}].params", f"missing parameter(s) {sorted(missing)}"
                 )
+    for i, case in enumerate(spec.benchmarks):
+        _check_cpu_case(spec, case, toml_path, f"benchmarks[{i}]")
     for arg in spec.args:
         if arg.is_array and arg.dtype not in spec.tolerance:
             raise ProblemLoadError(toml_path, "tolerance", f"no tolerance for dtype {arg.dtype}")
@@ -115,6 +123,43 @@ def _check_spec(spec: ProblemSpec, folder: Path) -> None:
         starters = [p for p in (folder / "starter").glob("*") if backend_for_path(p) == backend]
         if not starters:
             raise ProblemLoadError(folder / "starter", backend, "no starter file for backend")
+
+
+def _check_cpu_case(spec: ProblemSpec, case: Case, toml_path: Path, field: str) -> None:
+    """A CPU benchmark case grows with the host's last-level cache or names the cache level
+    it measures (kernels.sizing); only a case for the CPU alone may grow."""
+    cpu = sizing.is_cpu_case(spec, case)
+    if case.scale is not None:
+        if case.measures is not None:
+            raise ProblemLoadError(
+                toml_path,
+                f"{field}.measures",
+                "a case that grows to leave the caches "
+                "measures DRAM; give it scale or measures, not both",
+            )
+        if not cpu or (case.backends or spec.backends) != [sizing.CPU_BACKEND]:
+            raise ProblemLoadError(
+                toml_path,
+                f"{field}.scale",
+                f"only a case meant for {sizing.CPU_BACKEND} "
+                "alone may grow with the CPU's cache (set backends = ['numba-cpu'])",
+            )
+        for j, name in enumerate(case.scale.params):
+            value = case.params.get(name)
+            if name not in spec.params or not isinstance(value, int) or value < 1:
+                raise ProblemLoadError(
+                    toml_path,
+                    f"{field}.scale.params[{j}]",
+                    f"{name!r} is not a positive integer parameter of the case",
+                )
+    elif cpu and case.measures is None:
+        raise ProblemLoadError(
+            toml_path,
+            field,
+            f"a {sizing.CPU_BACKEND} benchmark case either grows with the "
+            f"host's last-level cache (scale = {{ params = [...] }}, to {sizing.LLC_MULTIPLE}x "
+            "it, so that it measures DRAM) or says which cache level it measures (measures)",
+        )
 
 
 def _check_cheats(spec: ProblemSpec, folder: Path) -> None:
@@ -152,6 +197,7 @@ def load_problem(folder: Path | str) -> ProblemSpec:
         raise ProblemLoadError(toml_path, _field_path(first["loc"]), first["msg"]) from None
     _check_spec(spec, folder)
     _check_cheats(spec, folder)
+    spec.benchmarks = sizing.size_benchmarks(spec)
     spec._folder = folder.resolve()
     spec._reference = _load_reference(_reference_path(spec, folder), spec.slug)
     spec._borrowed = _borrowed_solutions(spec, folder)

@@ -3,7 +3,7 @@
 Every other module asks here: nothing else in the project reads /proc/cpuinfo or asks the
 driver what the host has.
 
-- The CPU comes from /proc/cpuinfo, read once per process.
+- The CPU comes from /proc/cpuinfo, read once per process; its caches through cpucaches.
 - GPUs come through one binding, `cuda-bindings`: its driver module (`cuda.bindings.driver`)
   for what the driver knows without a context (name, compute capability, SMs, memory, PCI
   bus id, UUID, the CUDA version it supports), and its NVML module (`cuda.bindings.nvml`)
@@ -33,6 +33,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from kplay.config import EngineSettings
+from kplay.kernels.cpucaches import CacheFacts, detect_caches
 from kplay.kernels.models import ClockReading
 
 CPUINFO = Path("/proc/cpuinfo")
@@ -49,6 +50,7 @@ class CpuFacts(_Facts):
     physical_cores: int | None = None  # distinct (socket, core) pairs, where cpuinfo says
     sockets: int | None = None
     features: tuple[str, ...] = ()  # the flags (x86) or Features (Arm) of the first CPU
+    caches: tuple[CacheFacts, ...] = ()  # data and unified caches, smallest level first
 
     def has(self, feature: str) -> bool:
         return feature in self.features
@@ -126,7 +128,7 @@ def cpu() -> CpuFacts:
         architecture=platform.machine(),
         logical_cores=os.cpu_count(),
         model=platform.processor() or platform.machine() or "CPU",
-    )
+    ).model_copy(update={"caches": detect_caches(text)})
 
 
 # ---------------------------------------------------------------- the driver

@@ -206,6 +206,14 @@ class Ceilings(_Model):
     # The calibration's own spread: the largest relative IQR (IQR / median) among the
     # timings it measured. None for datasheet figures and older calibrations.
     spread: float | None = None
+    # Where the bandwidth ceilings were measured: "DRAM" when every buffer was at least
+    # 4x the last-level cache (a CPU) or the L2 was flushed (a GPU); otherwise words saying
+    # which cache may have served part of it. None for older calibrations.
+    memory_level: str | None = None
+    # Bytes of each buffer the bandwidth ceilings were measured over, and the last-level
+    # cache (every instance together) of the CPU that measured them.
+    memory_buffer_bytes: int | None = None
+    llc_bytes: int | None = None
 
 
 class RooflineStage(_Model):
@@ -225,6 +233,15 @@ class RooflineStage(_Model):
     device: str
     baseline_median_us: float | None = None
     speedup_over_baseline: float | None = None
+    # The memory level of the memory roof (Ceilings.memory_level) and, for a CPU, the
+    # host's last-level cache, so the card can say where the case's bytes lived.
+    memory_level: str | None = None
+    llc_bytes: int | None = None
+
+    @property
+    def llc_multiple(self) -> float | None:
+        """The case's bytes over the host's last-level cache (a CPU run)."""
+        return self.bytes / self.llc_bytes if self.llc_bytes else None
 
     @property
     def note(self) -> str:

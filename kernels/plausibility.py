@@ -20,15 +20,12 @@ as `suspicious`.
 
 from __future__ import annotations
 
-from functools import lru_cache
-from pathlib import Path
-
+from kplay.kernels import hardware
 from kplay.kernels.arrays import ArrayOps
 from kplay.kernels.models import Ceilings
 from kplay.kernels.roofline import CEILING_FIELDS, CEILING_LABELS
 
 _SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
-SYS_CPU = Path("/sys/devices/system/cpu")
 
 
 def _sig3(value: float) -> str:
@@ -114,32 +111,11 @@ def cache_bytes(ops: ArrayOps) -> int:
     return cpu_cache_bytes()
 
 
-@lru_cache(maxsize=1)
 def cpu_cache_bytes() -> int:
-    """Every data (or unified) cache of the machine once, as /sys lists them; 1 GiB unknown.
+    """Every data (or unified) cache of the machine once, as the hardware module reads them;
+    1 GiB where none can be read.
 
     Where the sizes cannot be read, a size larger than any CPU's caches keeps the
     bandwidth test from judging what caches may have served.
     """
-    seen: set[tuple[str, str]] = set()
-    total = 0
-    for index in sorted(SYS_CPU.glob("cpu[0-9]*/cache/index[0-9]*")):
-        try:
-            kind = (index / "type").read_text().strip()
-            level = (index / "level").read_text().strip()
-            shared = (index / "shared_cpu_list").read_text().strip()
-            size = _size((index / "size").read_text().strip())
-        except (OSError, ValueError):
-            continue
-        if kind == "Instruction" or (level, shared) in seen:
-            continue
-        seen.add((level, shared))
-        total += size
-    return total or 2**30
-
-
-def _size(text: str) -> int:
-    units = {"K": 2**10, "M": 2**20, "G": 2**30}
-    if text and text[-1] in units:
-        return int(text[:-1]) * units[text[-1]]
-    return int(text)
+    return sum(c.total_bytes for c in hardware.cpu().caches) or 2**30

@@ -54,6 +54,38 @@ class ArgSpec(_Strict):
         return self.role in ("in", "out", "inout")
 
 
+class CaseScale(_Strict):
+    """A CPU benchmark case that grows with the host (see kernels.sizing).
+
+    The case's own params are the smallest it may be. The params named here grow together,
+    each by the same factor and rounded up to a multiple of `multiple_of`, until the case's
+    bytes (the problem's `bytes` formula) are at least LLC_MULTIPLE times the host's
+    last-level cache, but not beyond the engine's cap (KPLAY_CPU_CASE_MAX_MB).
+    """
+
+    params: list[str] = Field(min_length=1)
+    multiple_of: int = Field(default=1024, ge=1)
+    # The most a scaled param may become, where the problem has a reason of its own (a
+    # float32 running sum stops growing past 2^25 elements); reaching it stops the growth
+    # like the engine's cap does.
+    most: dict[str, int] = Field(default_factory=dict)
+
+
+class CaseSizing(_Strict):
+    """How a scaled case was sized on this host (kept beside the case, never in a TOML)."""
+
+    llc_bytes: int  # the host's last-level cache, every instance together
+    target_bytes: int  # LLC_MULTIPLE x llc_bytes
+    cap_bytes: int  # the most a CPU case may hold (KPLAY_CPU_CASE_MAX_MB)
+    bytes: int  # what the case holds at the sizes chosen
+    capped: bool  # the cap (or a param's `most`) stopped it short of the target
+    written: dict[str, int | float]  # the params as problem.toml gives them
+
+    @property
+    def llc_multiple(self) -> float:
+        return self.bytes / self.llc_bytes
+
+
 class Case(_Strict):
     name: str
     params: dict[str, int | float]
@@ -63,6 +95,18 @@ class Case(_Strict):
     simulate: bool = True
     # A benchmark case may be meant for some backends only (a CPU needs smaller sizes).
     backends: list[str] | None = None
+    # A CPU benchmark case either grows with the host's last-level cache, so that it
+    # measures DRAM (`scale`), or says in words which cache level it lives in and measures
+    # (`measures`, shown on the run's card), e.g. a compute-bound case kept in L2 on purpose.
+    scale: CaseScale | None = None
+    measures: str | None = Field(default=None, min_length=1)
+
+    _sizing: CaseSizing | None = PrivateAttr(default=None)
+
+    @property
+    def sizing(self) -> CaseSizing | None:
+        """How the loader sized a scaled case on this host; None for a case of fixed size."""
+        return self._sizing
 
 
 class Tolerance(_Strict):

@@ -107,6 +107,7 @@ def datasheet(device: str) -> Ceilings | None:
         bf16_tc_flops_per_s=figures.get("bf16"),
         tf32_tc_flops_per_s=figures.get("tf32"),
         notes="vendor datasheet figures; run `kplay calibrate` to measure this device",
+        memory_level="DRAM",
     )
 
 
@@ -151,4 +152,17 @@ def place(
         percent_of_roofline=percent,
         ceilings_source=ceilings.source,
         device=ceilings.device,
+        memory_level=ceilings.memory_level,
+        llc_bytes=_llc_bytes(ceilings),
     )
+
+
+def _llc_bytes(ceilings: Ceilings) -> int | None:
+    """A CPU's last-level cache: as its calibration recorded it, else as this host reads it."""
+    if ceilings.kind != "cpu":
+        return None
+    if ceilings.llc_bytes:
+        return ceilings.llc_bytes
+    from kplay.kernels.sizing import host_llc_bytes
+
+    return host_llc_bytes()

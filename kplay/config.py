@@ -122,6 +122,12 @@ class EngineSettings(_KplaySettings):
         "sets (2 at least) and of 2 sets of buffers (1 at least) as fit, each counted at the "
         "size of the case's inputs and outputs",
     )
+    cpu_case_max_mb: float = Field(
+        default=512.0,
+        gt=0,
+        description="MiB a CPU benchmark case may hold at most: a case that grows with the "
+        "host's last-level cache (to 4 times it) stops here, and its card says it was capped",
+    )
     suspicious_margin: float = Field(
         default=0.10,
         ge=0,
@@ -144,6 +150,10 @@ class EngineSettings(_KplaySettings):
     @property
     def rotation_budget_bytes(self) -> int:
         return int(self.engine_rotation_mb * 1024 * 1024)
+
+    @property
+    def cpu_case_max_bytes(self) -> int:
+        return int(self.cpu_case_max_mb * 1024 * 1024)
 
 
 class WorkerSettings(EngineSettings):

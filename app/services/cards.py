@@ -8,6 +8,7 @@ from typing import Any
 
 from kplay.app import format as fmt
 from kplay.app.db.models import Run
+from kplay.app.services import memlevel
 from kplay.app.services.problems import backend_title
 from kplay.app.services.records import is_final
 from kplay.kernels.models import CompileStage, Resources, RooflineStage, RunResult, RunState
@@ -284,7 +285,7 @@ def _timing(card: RunCard, result: RunResult) -> None:
 
 
 def _bound_note(r: RooflineStage) -> str:
-    return r.note
+    return memlevel.bound_note(r)
 
 
 def _roofline(card: RunCard, result: RunResult) -> None:
@@ -298,7 +299,11 @@ def _roofline(card: RunCard, result: RunResult) -> None:
     ]
     card.roofline_rows = [
         Metric("arithmetic intensity", f"{fmt.sig3(r.intensity_flops_per_byte)} FLOP/B"),
-        Metric("memory roof", fmt.rate(r.memory_ceiling_bytes_per_s, "B/s")),
+        Metric(
+            "memory roof",
+            fmt.rate(r.memory_ceiling_bytes_per_s, "B/s"),
+            memlevel.roof_note(r),
+        ),
         Metric(
             f"compute roof ({r.compute_ceiling_name})",
             fmt.rate(r.compute_ceiling_flops_per_s, "FLOP/s"),
@@ -307,6 +312,8 @@ def _roofline(card: RunCard, result: RunResult) -> None:
         Metric("attainable here", fmt.rate(r.attainable_flops_per_s, "FLOP/s")),
         Metric("ceilings", r.ceilings_source, r.device),
     ]
+    case = result.timing.case if result.timing else None
+    card.roofline_rows += [Metric(*row) for row in memlevel.case_rows(r, result.problem, case)]
     if r.speedup_over_baseline is not None:
         baseline = fmt.duration_us(r.baseline_median_us)
         card.speedups.append(

@@ -25,3 +25,86 @@ def test_a_run_above_the_memory_roof_is_explained() -> None:
     under = RooflineStage(bound="memory", percent_of_roofline=80.0, **common)
     assert "cache" in _bound_note(above)
     assert _bound_note(under) == "memory-bound"
+
+
+def _cpu_run(problem: str, case: str, nbytes: float, llc: int, level: str = "DRAM"):  # type: ignore[no-untyped-def]
+    from datetime import UTC, datetime
+
+    from kplay.app.db.models import Run
+    from kplay.kernels.models import RooflineStage, RunResult, RunState, TimingStage
+
+    roof = RooflineStage(
+        flops=nbytes / 12,
+        bytes=nbytes,
+        intensity_flops_per_byte=1 / 12,
+        achieved_flops_per_s=2e9,
+        achieved_bytes_per_s=24e9,
+        memory_ceiling_bytes_per_s=40e9,
+        compute_ceiling_flops_per_s=100e9,
+        compute_ceiling_name="FP32",
+        ridge_flops_per_byte=2.5,
+        bound="memory",
+        attainable_flops_per_s=40e9 / 12,
+        percent_of_roofline=60.0,
+        ceilings_source="calibrated",
+        device="AMD EPYC",
+        memory_level=level,
+        llc_bytes=llc,
+    )
+    result = RunResult(
+        job_id="r1",
+        problem=problem,
+        backend="numba-cpu",
+        state=RunState.done,
+        timing=TimingStage(timed=True, case=case, median_us=5000.0, reps=10),
+        roofline=roof,
+    )
+    return Run(
+        id="r1",
+        user="u",
+        problem=problem,
+        backend="numba-cpu",
+        source="",
+        state="done",
+        created_at=datetime(2026, 12, 3, tzinfo=UTC),
+        result=result.model_dump(mode="json"),
+    )
+
+
+def _rows(run) -> dict[str, tuple[str, str]]:  # type: ignore[no-untyped-def]
+    from kplay.app.services.cards import build_card
+
+    card = build_card(run)
+    rows = {m.label: (m.value, m.note) for m in card.roofline_rows}
+    rows["of roofline"] = next((m.value, m.note) for m in card.headline if m.label == "of roofline")
+    return rows
+
+
+def test_a_cpu_card_says_where_the_roof_and_the_case_live() -> None:
+    mib = 2**20
+    rows = _rows(
+        _cpu_run("vector_add", "4x the last-level cache, one CPU core", 128 * mib, 32 * mib)
+    )
+    assert rows["memory roof"] == ("40.0 GB/s", "measured in DRAM")
+    assert rows["case lives in"] == (
+        "DRAM: 4.00× the 32.0 MiB last-level cache",
+        "128 MiB, 4.00× the 32.0 MiB last-level cache",
+    )
+    assert rows["of roofline"][1] == "memory-bound, against the DRAM roof"
+
+
+def test_a_capped_cpu_case_says_a_cache_may_serve_it() -> None:
+    mib = 2**20
+    run = _cpu_run("vector_add", "4x the last-level cache, one CPU core", 512 * mib, 256 * mib)
+    where, note = _rows(run)["case lives in"]
+    assert where.startswith("DRAM and partly the last-level cache: a cap stopped the case at 2.00×")
+    assert note == "512 MiB, 2.00× the 256 MiB last-level cache"
+
+
+def test_a_cpu_case_kept_in_a_cache_shows_the_level_it_states() -> None:
+    from kplay.kernels.catalog import get_problem
+
+    case = next(c for c in get_problem("sgemm").benchmarks if c.measures)
+    where, note = _rows(_cpu_run("sgemm", case.name, 768 * 2**10, 32 * 2**20))["case lives in"]
+    assert where == case.measures and where.startswith("the L2 and last-level caches")
+    assert note == "768 KiB, within the 32.0 MiB last-level cache"

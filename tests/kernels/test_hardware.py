@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kplay.kernels import hardware
+from kplay.kernels import cpucaches, hardware, sizing
 
 X86 = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -156,3 +156,89 @@ def test_gpu_facts_from_the_driver_and_nvml() -> None:
         assert gpu.max_sm_clock_mhz and gpu.max_mem_clock_mhz
         clocks = hardware.read_clocks(gpu.index)
         assert clocks is not None and clocks.sm_mhz and clocks.sm_mhz <= gpu.max_sm_clock_mhz
+
+
+# ---------------------------------------------------------------- caches
+
+
+def _cache(root: Path, cpu: int, index: int, level: int, kind: str, size: str, shared: str | None):
+    folder = root / f"cpu{cpu}" / "cache" / f"index{index}"
+    folder.mkdir(parents=True)
+    for name, value in (("level", level), ("type", kind), ("size", size)):
+        (folder / name).write_text(f"{value}\n")
+    if shared is not None:
+        (folder / "shared_cpu_list").write_text(f"{shared}\n")
+
+
+def test_sysfs_caches_of_a_host_with_two_l3_slices(tmp_path: Path) -> None:
+    # Four CPUs; L1 and L2 per CPU, one 32 MiB L3 per pair of CPUs (two core complexes).
+    for cpu in range(4):
+        _cache(tmp_path, cpu, 0, 1, "Data", "48K", str(cpu))
+        _cache(tmp_path, cpu, 1, 1, "Instruction", "32K", str(cpu))
+        _cache(tmp_path, cpu, 2, 2, "Unified", "1024K", str(cpu))
+        _cache(tmp_path, cpu, 3, 3, "Unified", "32768K", "0-1" if cpu < 2 else "2-3")
+    caches = cpucaches.parse_sysfs_caches(tmp_path)
+    assert [(c.level, c.kind, c.size_bytes, c.instances) for c in caches] == [
+        (1, "Data", 48 * 2**10, 4),
+        (2, "Unified", 2**20, 4),
+        (3, "Unified", 32 * 2**20, 2),
+    ]
+    llc = cpucaches.last_level(caches)
+    assert llc is not None and llc.level == 3
+    assert cpucaches.last_level_bytes(caches) == 64 * 2**20
+
+
+def test_sysfs_entries_that_cannot_be_read_are_skipped(tmp_path: Path) -> None:
+    _cache(tmp_path, 0, 0, 1, "Data", "32K", "0")
+    _cache(tmp_path, 0, 1, 2, "Unified", "not a size", "0")
+    _cache(tmp_path, 0, 2, 3, "Unified", "16M", None)  # no shared_cpu_list: one per CPU
+    _cache(tmp_path, 1, 2, 3, "Unified", "16M", None)
+    (tmp_path / "cpu1" / "cache" / "index3").mkdir(parents=True)  # empty entry
+    caches = cpucaches.parse_sysfs_caches(tmp_path)
+    assert [(c.level, c.instances) for c in caches] == [(1, 1), (3, 2)]
+    assert cpucaches.parse_sysfs_caches(tmp_path / "missing") == ()
+
+
+def test_cache_sizes_as_the_kernel_writes_them() -> None:
+    assert cpucaches.parse_size("32K") == 32 * 2**10
+    assert cpucaches.parse_size("32768K\n") == 32 * 2**20
+    assert cpucaches.parse_size("1M") == 2**20
+    assert cpucaches.parse_size("512 KB") == 512 * 2**10
+    assert cpucaches.parse_size("4096") == 4096
+    with pytest.raises(ValueError):
+        cpucaches.parse_size("large")
+
+
+def test_without_sysfs_sysconf_then_cpuinfo_answer(tmp_path: Path, monkeypatch) -> None:
+    sizes = {
+        "SC_LEVEL1_DCACHE_SIZE": 32768,
+        "SC_LEVEL2_CACHE_SIZE": 0,
+        "SC_LEVEL3_CACHE_SIZE": 2**25,
+    }
+    found = cpucaches.sysconf_caches(sizes.__getitem__, sizes)
+    assert [(c.level, c.size_bytes, c.source) for c in found] == [
+        (1, 32768, "sysconf"),
+        (3, 2**25, "sysconf"),
+    ]
+    assert cpucaches.sysconf_caches(sizes.__getitem__, {}) == ()
+    cpuinfo = "processor\t: 0\ncache size\t: 1024 KB\n\nprocessor\t: 1\ncache size\t: 1024 KB\n"
+    assert [(c.size_bytes, c.source) for c in cpucaches.cpuinfo_cache(cpuinfo)] == [
+        (2**20, "cpuinfo")
+    ]
+    assert cpucaches.cpuinfo_cache(X86) == ()
+    # No sysfs and no sysconf names: cpuinfo's figure; nothing at all: none, and the assumption.
+    monkeypatch.setattr(cpucaches.os, "sysconf_names", {})
+    assert cpucaches.detect_caches(cpuinfo, tmp_path)[0].source == "cpuinfo"
+    assert cpucaches.detect_caches("", tmp_path) == ()
+    bare = hardware.CpuFacts(model="x", architecture="x", logical_cores=1)
+    monkeypatch.setattr(hardware, "cpu", lambda: bare)
+    assert sizing.host_llc_bytes() == cpucaches.ASSUMED_LLC_BYTES
+
+
+def test_this_host_reads_its_caches_from_the_cache_folder(
+    tmp_path: Path, monkeypatch, fresh: None
+) -> None:
+    _cache(tmp_path, 0, 0, 3, "Unified", "8M", "0")
+    monkeypatch.setattr(cpucaches, "SYS_CPU", tmp_path)
+    hardware.forget()
+    assert sizing.host_llc_bytes() == 8 * 2**20

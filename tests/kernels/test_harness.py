@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kplay.kernels import plausibility, repcheck, rotation, timing
+from kplay.kernels import cpucaches, hardware, plausibility, repcheck, rotation, timing
 from kplay.kernels.arrays import ArrayOps
 from kplay.kernels.backends.base import ArrayKind
 from kplay.kernels.catalog import PROBLEMS_DIR, ProblemLoadError, get_problem, load_problem
@@ -91,12 +91,12 @@ def test_the_cpu_caches_are_counted_once_each(tmp_path: Path, monkeypatch) -> No
         cache(cpu, 1, 1, "Instruction", "32K", str(cpu))
         cache(cpu, 2, 2, "Unified", "1024K", str(cpu))
         cache(cpu, 3, 3, "Unified", "32M", "0-1")
-    monkeypatch.setattr(plausibility, "SYS_CPU", tmp_path)
-    plausibility.cpu_cache_bytes.cache_clear()
+    monkeypatch.setattr(cpucaches, "SYS_CPU", tmp_path)
+    hardware.forget()
     try:
         assert plausibility.cpu_cache_bytes() == 2 * (32 + 1024) * 2**10 + 32 * 2**20
     finally:
-        plausibility.cpu_cache_bytes.cache_clear()
+        hardware.forget()
 
 
 # ---------------------------------------------------------------- input sets
