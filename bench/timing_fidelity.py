@@ -1,12 +1,18 @@
-"""Does our timer agree with other timers? Three kernels, three ways.
+"""Does our timer agree with other timers? Long and short kernels, four ways.
 
-For a device copy (a float4 copy kernel over 1 GiB), cuBLAS SGEMM 4096^3 (through CuPy)
-and one project kernel (the tiled CUDA SGEMM solution), this prints the median time from
-  * kernels.timing.time_gpu (L2 flushed, CUDA events, adaptive reps),
-  * triton.testing.do_bench (return_mode="median"),
-  * Nsight Compute's gpu__time_duration (median over profiled launches; caches flushed,
-    clocks left alone), when `ncu` is on PATH,
+For a device copy (a float4 copy kernel over 1 GiB), cuBLAS SGEMM 4096^3 (through CuPy),
+the project's tiled CUDA SGEMM, and the short memory-bound project kernels on their
+problems' first benchmark case (vector_add and its float4 form, saxpy, the padded tiled
+transpose, the float4 shuffle sum over 128 MiB), this prints the median time from
+  * kernels.timing.time_gpu (the engine's timer: L2 flushed by a read sweep, CUDA events,
+    adaptive reps),
+  * triton.testing.do_bench (return_mode="median"), as shipped: its flush writes zeros
+    over a 256 MB buffer, which leaves dirty lines in the L2,
+  * the same do_bench with its flush replaced by the engine's read sweep,
+  * Nsight Compute's gpu__time_duration (median over profiled launches; caches flushed
+    and invalidated, clocks left alone), when `ncu` is on PATH,
 and the run-to-run spread of the median over 5 separate evaluations of the project kernel.
+Inputs of the project kernels are drawn as the engine draws them (kernels.check.prepare).
 
     python bench/timing_fidelity.py            # the table, Markdown
     python bench/timing_fidelity.py --target NAME --reps N   # (used under ncu)
@@ -81,11 +87,54 @@ def _targets():  # type: ignore[no-untyped-def]
             shared_mem=spec.shared_mem_bytes,
         )
 
-    return {
+    targets = {
         "copy 1 GiB (float4 kernel)": (copy, "fidelity_copy"),
         "cuBLAS SGEMM 4096^3": (cublas, "gemm|xmma|cutlass|sm90"),
         f"project SGEMM ({path.name})": (project, spec.kernel.split("<")[0]),
     }
+    for slug, file in SHORT_KERNELS:
+        targets.update(_short_target(slug, file))
+    return targets
+
+
+# Short memory-bound project kernels: (problem, CUDA solution file), timed on the
+# problem's first benchmark case.
+SHORT_KERNELS = (
+    ("vector_add", "vector_add.cu"),
+    ("vector_add", "vector_add_float4.cu"),
+    ("saxpy", "saxpy.cu"),
+    ("transpose", "transpose_tiled_padded.cu"),
+    ("sum", "reduce_sum_shuffle_float4.cu"),
+)
+
+
+def _short_target(slug: str, file: str):  # type: ignore[no-untyped-def]
+    import cupy
+
+    from kplay.kernels import formula
+    from kplay.kernels import launch as launch_mod
+    from kplay.kernels.arrays import ArrayOps
+    from kplay.kernels.backends.base import ArrayKind
+    from kplay.kernels.catalog import get_problem
+    from kplay.kernels.check import prepare
+    from kplay.kernels.perf import benchmark_case
+
+    problem = get_problem(slug)
+    source = problem.solution_path("correct", file).read_text()
+    case = benchmark_case(problem, "cuda")
+    plan = launch_mod.plan(problem.launch["cuda"], source, None)
+    spec = launch_mod.resolve(plan, dict(case.params))
+    module = cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=[spec.kernel])
+    fn = module.get_function(spec.kernel)
+    grid = spec.grid + (1,) * (3 - len(spec.grid))
+    block = spec.block + (1,) * (3 - len(spec.block))
+    args = tuple(prepare(problem, case, ArrayOps(ArrayKind.cupy), seed=1).args)
+
+    def run() -> None:
+        fn(grid, block, args, shared_mem=spec.shared_mem_bytes)
+
+    mib = formula.evaluate(problem.bytes, case.params) / 2**20
+    return {f"{file} ({case.name}, {mib:.0f} MiB moved)": (run, spec.kernel.split("<")[0])}
 
 
 def _project_solution(problem):  # type: ignore[no-untyped-def]
@@ -157,6 +206,26 @@ def ncu_median_us(name: str, regex: str, reps: int = 20) -> float | None:
     return statistics.median(sums) if sums else None
 
 
+def _do_bench_clean(fn):  # type: ignore[no-untyped-def]
+    """do_bench with its cache clearing replaced by the engine's read sweep (None if the
+    installed Triton has no such hook)."""
+    import triton.testing
+    from triton import runtime
+
+    from kplay.kernels import timing
+
+    driver = runtime.driver.active
+    if not hasattr(driver, "clear_cache"):
+        return None
+    flusher = timing._flusher()
+    original = driver.clear_cache
+    try:
+        driver.clear_cache = lambda cache: flusher.flush()
+        return triton.testing.do_bench(fn, warmup=100, rep=1000, return_mode="median") * 1000
+    finally:
+        driver.clear_cache = original
+
+
 def spread_of_project(evals: int = 5) -> list[float]:
     """Median of `evals` separate full evaluations of the project's tiled SGEMM."""
     from kplay.kernels.catalog import get_problem
@@ -189,20 +258,23 @@ def main() -> None:
     rows = []
     for name, (fn, regex) in _targets().items():
         ours = timing.time_gpu(fn, cap_s=5.0)
-        theirs = triton.testing.do_bench(fn, warmup=100, rep=1000, return_mode="median") * 1000
+        stock = triton.testing.do_bench(fn, warmup=100, rep=1000, return_mode="median") * 1000
+        clean = _do_bench_clean(fn)
         ncu = ncu_median_us(name, regex)
-        rows.append((name, ours, theirs, ncu))
+        rows.append((name, ours, stock, clean, ncu))
     print(
-        "| kernel | ours median (µs) | IQR (µs) | reps | do_bench median (µs) | ours/do_bench | "
-        "ncu gpu__time_duration (µs) | ours/ncu |"
+        "| kernel | engine median (µs) | IQR (µs) | reps | do_bench (µs) | engine/do_bench | "
+        "do_bench, read-sweep flush (µs) | engine/that | ncu gpu__time_duration (µs) | "
+        "engine/ncu |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for name, ours, theirs, ncu in rows:
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, ours, stock, clean, ncu in rows:
         ratio_ncu = f"{ours.median_us / ncu:.3f}" if ncu else "n/a"
         ncu_s = f"{ncu:.1f}" if ncu else "n/a"
+        clean_s = f"{clean:.1f} | {ours.median_us / clean:.3f}" if clean else "n/a | n/a"
         print(
-            f"| {name} | {ours.median_us:.1f} | {ours.iqr_us:.1f} | {ours.reps} | {theirs:.1f} | "
-            f"{ours.median_us / theirs:.3f} | {ncu_s} | {ratio_ncu} |"
+            f"| {name} | {ours.median_us:.1f} | {ours.iqr_us:.1f} | {ours.reps} | {stock:.1f} | "
+            f"{ours.median_us / stock:.3f} | {clean_s} | {ncu_s} | {ratio_ncu} |"
         )
     if args.no_spread:
         return

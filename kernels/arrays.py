@@ -1,5 +1,6 @@
-"""Array plumbing between NumPy (where inputs are generated and checked) and the arrays a
-backend launches on (CuPy device memory, torch tensors, or NumPy itself)."""
+"""Array plumbing between the arrays a case's inputs are drawn as (NumPy on the host, or
+CuPy for a large case on a GPU; see kernels.check.home_module) and the arrays a backend
+launches on (CuPy device memory, torch tensors, or NumPy itself)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,17 @@ from kplay.kernels.shm import SharedArena
 
 # Integers cannot hold NaN: unwritten integer outputs are caught with a sentinel.
 INT_POISON = {np.dtype("int32"): -0x2BADBEEF, np.dtype("int64"): -0x2BADBEEF2BADBEEF}
+
+
+def _on_gpu(arr: Any) -> bool:
+    return type(arr).__module__.startswith("cupy")
+
+
+def to_numpy(arr: Any) -> Any:
+    """A NumPy array of `arr`'s values: copied from the GPU for a CuPy array, else as is."""
+    if _on_gpu(arr):
+        return arr.get()
+    return arr
 
 
 def poison_value(dtype: np.dtype) -> float | int:
@@ -39,7 +51,10 @@ class ArrayOps:
 
             self._torch = torch
 
-    def to_device(self, host: np.ndarray) -> Any:
+    def to_device(self, host: Any) -> Any:
+        """A new array of the backend's kind holding `host`'s values (NumPy or CuPy)."""
+        if _on_gpu(host):
+            return self._from_cupy(host)
         host = np.ascontiguousarray(host)
         if self.arena is not None:
             shared = self.arena.alloc_copy(host)
@@ -51,12 +66,29 @@ class ArrayOps:
         tensor = self._torch.from_numpy(host.copy())
         return tensor.cuda() if self.kind is ArrayKind.torch_cuda else tensor
 
+    def _from_cupy(self, arr: Any) -> Any:
+        """A device-to-device copy of a CuPy array, as the backend's kind."""
+        if self.kind is ArrayKind.cupy:
+            return arr.copy()
+        if self.kind is ArrayKind.torch_cuda:
+            return self._torch.from_dlpack(arr.copy())
+        return self.to_device(arr.get())
+
     def to_host(self, dev: Any) -> np.ndarray:
         if self.kind is ArrayKind.numpy:
             return np.array(dev, copy=True)
         if self.kind is ArrayKind.cupy:
             return self._cp.asnumpy(dev)
         return dev.detach().cpu().numpy().copy()
+
+    def view_on_host(self, dev: Any) -> np.ndarray:
+        """The array's values as NumPy to read: the array itself where it lives on the host
+        (no copy), else a copy from the GPU."""
+        if self.kind is ArrayKind.numpy:
+            return np.asarray(dev)
+        if self.kind is ArrayKind.torch_cpu:
+            return dev.detach().numpy()
+        return self.to_host(dev)
 
     def empty_like_poisoned(self, shape: tuple[int, ...], dtype: np.dtype, zeros: bool) -> Any:
         host = np.full(shape, 0 if zeros else poison_value(dtype), dtype=dtype)
@@ -70,9 +102,12 @@ class ArrayOps:
         else:
             dev.fill_(value)
 
-    def copy_from_host(self, dev: Any, host: np.ndarray) -> None:
+    def copy_from_host(self, dev: Any, host: Any) -> None:
         """Overwrite a device array in place (same buffer, new contents)."""
-        host = np.ascontiguousarray(host)
+        if _on_gpu(host) and self.on_gpu:
+            self.as_cupy(dev)[...] = host
+            return
+        host = np.ascontiguousarray(to_numpy(host))
         if self.kind is ArrayKind.numpy:
             dev[...] = host
         elif self.kind is ArrayKind.cupy:

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from kplay.kernels import formula
-from kplay.kernels.arrays import ArrayOps, poison_value, scalar
+from kplay.kernels.arrays import ArrayOps, poison_value, scalar, to_numpy
+from kplay.kernels.draws import Draws, is_device_module
 from kplay.kernels.models import CaseCheck
 from kplay.kernels.problem import Case, ProblemSpec, Tolerance
 
@@ -25,9 +26,38 @@ class InputError(RuntimeError):
     """The problem's generator broke its own contract (a bug in the problem folder)."""
 
 
+# A case whose arrays take at least this many bytes lives on the GPU for a GPU backend:
+# its inputs are drawn there, its reference computed there and its outputs compared
+# there, so nothing of its size crosses the bus. Smaller cases (the checker's edge
+# cases) keep the float64 reference on the host; both draw the same numbers.
+DEVICE_CASE_MIN_BYTES = 4 << 20
+
+
+def case_bytes(problem: ProblemSpec, params: dict[str, Any]) -> int:
+    """Bytes of one case's arrays: its inputs and outputs."""
+    total = 0
+    for arg in problem.args:
+        if arg.is_array:
+            count = 1
+            for dim in arg.shape:
+                count *= formula.evaluate_int(dim, params)
+            total += count * np.dtype(arg.dtype).itemsize
+    return total
+
+
+def home_module(problem: ProblemSpec, params: dict[str, Any], ops: ArrayOps) -> Any:
+    """Where a case's inputs, reference outputs and comparisons live: cupy or numpy."""
+    if ops.on_gpu and case_bytes(problem, params) >= DEVICE_CASE_MIN_BYTES:
+        import cupy
+
+        return cupy
+    return np
+
+
 @dataclass
 class PreparedCase:
-    """Host inputs, device arguments in kernel order, and the names of each output."""
+    """Inputs as drawn (the case's home arrays: NumPy, or CuPy for a large case on a GPU),
+    device arguments in kernel order, and the names of each output."""
 
     case: Case
     host_inputs: dict[str, Any]
@@ -92,9 +122,21 @@ class Memo:
 MEMO = Memo()
 
 
-def _memo_key(kind: str, problem: ProblemSpec, params: dict[str, Any], seed: int) -> tuple:
+def _memo_key(
+    kind: str, problem: ProblemSpec, params: dict[str, Any], seed: int, where: str = "numpy"
+) -> tuple:
     frozen = tuple(sorted((k, repr(v)) for k, v in params.items()))
-    return (kind, problem.slug, id(problem.reference), frozen, seed)
+    return (kind, problem.slug, id(problem.reference), frozen, seed, where)
+
+
+def _where(arrays: dict[str, Any]) -> str:
+    return "cupy" if any(is_device_module(_module(v)) for v in arrays.values()) else "numpy"
+
+
+def _module(value: Any) -> Any:
+    from kplay.kernels.draws import array_module
+
+    return array_module(value)
 
 
 def expected_outputs(
@@ -109,7 +151,7 @@ def expected_outputs(
     Memoised only when `memoise` says the seed can come back (a public seed): a secret
     seed is drawn once, and its entries would only push useful ones out of the memo.
     """
-    key = _memo_key("out", problem, params, seed)
+    key = _memo_key("out", problem, params, seed, _where(inputs))
     hit = MEMO.get(key) if memoise else None
     if hit is not None:
         return hit
@@ -124,27 +166,32 @@ def shape_of(problem: ProblemSpec, name: str, params: dict[str, int | float]) ->
 
 
 def generate_inputs(
-    problem: ProblemSpec, params: dict[str, Any], seed: int, memoise: bool = True
+    problem: ProblemSpec, params: dict[str, Any], seed: int, memoise: bool = True, xp: Any = np
 ) -> dict[str, Any]:
-    """The case's inputs drawn from `seed` (memoised where `memoise`; read-only then)."""
-    key = _memo_key("in", problem, params, seed)
+    """The case's inputs drawn from `seed` as `xp` arrays (kernels.draws); memoised where
+    `memoise` (read-only then)."""
+    key = _memo_key("in", problem, params, seed, xp.__name__)
     hit = MEMO.get(key) if memoise else None
     if hit is not None:
         return hit
-    inputs = _generate(problem, params, seed)
+    inputs = _generate(problem, params, seed, xp)
     if memoise:
         MEMO.put(key, inputs)
     return dict(inputs)
 
 
-def _generate(problem: ProblemSpec, params: dict[str, Any], seed: int) -> dict[str, Any]:
-    rng = np.random.default_rng(seed)
-    inputs = problem.reference.generate(dict(params), rng)
+def _generate(problem: ProblemSpec, params: dict[str, Any], seed: int, xp: Any) -> dict[str, Any]:
+    inputs = problem.reference.generate(dict(params), Draws(seed, xp))
     for arg in problem.inputs:
         if arg.name not in inputs:
             raise InputError(f"{problem.slug}: generate() did not return {arg.name!r}")
         if arg.is_array:
-            arr = np.ascontiguousarray(inputs[arg.name], dtype=arg.dtype)
+            if _module(inputs[arg.name]) is not xp:
+                raise InputError(
+                    f"{problem.slug}: generate() returned {arg.name!r} outside the arrays "
+                    "its Draws gives (draw every array with draw.uniform/draw.normal)"
+                )
+            arr = xp.ascontiguousarray(inputs[arg.name], dtype=arg.dtype)
             expected = shape_of(problem, arg.name, params)
             if arr.shape != expected:
                 raise InputError(
@@ -165,7 +212,7 @@ def prepare(
     """Device arguments for `case`: inputs drawn from `seed` (or `host`), poisoned outputs."""
     params = dict(case.params)
     if host is None:
-        host = generate_inputs(problem, params, seed, memoise)
+        host = generate_inputs(problem, params, seed, memoise, home_module(problem, params, ops))
     prepared = PreparedCase(case=case, host_inputs=host, device={}, args=[], seed=seed)
     for arg in problem.args:
         if arg.role == "param":
@@ -205,8 +252,8 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, tol: Tolerance) ->
     Written with in-place operations: on a large benchmark case this runs after every
     timed run, and its passes over memory are most of the re-check's cost.
     """
-    got64 = np.asarray(got, dtype=np.float64)
-    exp64 = np.asarray(expected, dtype=np.float64)
+    got64 = np.asarray(to_numpy(got), dtype=np.float64)
+    exp64 = np.asarray(to_numpy(expected), dtype=np.float64)
     if got64.shape != exp64.shape:
         return {"ok": False, "message": f"{name} has shape {got64.shape}, expected {exp64.shape}"}
     diff = np.subtract(got64, exp64)
@@ -250,6 +297,11 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, tol: Tolerance) ->
 DEVICE_COMPARE_MIN = 1 << 20
 
 
+# Host outputs at least this large are judged in one compiled pass (kernels.repcheck)
+# instead of compare()'s several passes over float64 copies; compare() words a failure.
+HOST_ONE_PASS_MIN = 1 << 16
+
+
 def _elements(dev: Any) -> int:
     numel = getattr(dev, "numel", None)  # torch
     return int(numel()) if callable(numel) else int(getattr(dev, "size", 0))
@@ -258,14 +310,14 @@ def _elements(dev: Any) -> int:
 def compare_on_device(got: Any, expected: np.ndarray, tol: Tolerance) -> dict[str, Any] | None:
     """compare() for a CuPy array; None when the elements disagree or the shapes differ.
 
-    A mismatch is then looked at again on the host by compare(), which words the message;
-    a passing output (the common case) costs one copy of the expected values to the GPU.
+    A mismatch is then looked at again on the host by compare(), which words the message.
+    `expected` is a CuPy array for a case that lives on the GPU; a NumPy one is copied over.
     """
     import cupy
 
-    if tuple(got.shape) != tuple(np.shape(expected)):
+    if tuple(got.shape) != tuple(expected.shape):
         return None
-    exp = cupy.asarray(np.ascontiguousarray(expected)).astype(cupy.float64)
+    exp = cupy.asarray(expected).astype(cupy.float64)
     diff = got.astype(cupy.float64)
     diff -= exp
     cupy.abs(diff, out=diff)
@@ -282,6 +334,13 @@ def compare_on_device(got: Any, expected: np.ndarray, tol: Tolerance) -> dict[st
     return {"ok": True, "max_abs_err": max_abs, "max_rel_err": float(scale.max()), "mismatches": 0}
 
 
+def _inputs_intact(ops: ArrayOps, dev: Any, drawn: Any) -> bool:
+    """On the GPU: the kernel's input buffer still equals the inputs as drawn."""
+    import cupy
+
+    return bool(cupy.array_equal(ops.as_cupy(dev), drawn))
+
+
 def verify(
     problem: ProblemSpec, prepared: PreparedCase, ops: ArrayOps, expected: dict[str, Any]
 ) -> CaseCheck:
@@ -290,10 +349,16 @@ def verify(
     for arg in problem.args:
         if arg.role != "in":
             continue
-        after = ops.to_host(prepared.device[arg.name])
+        drawn = prepared.host_inputs[arg.name]
+        if is_device_module(_module(drawn)) and _inputs_intact(
+            ops, prepared.device[arg.name], drawn
+        ):
+            continue
+        after = ops.view_on_host(prepared.device[arg.name])
+        drawn = to_numpy(drawn)
         # Generated inputs hold no NaN, so plain equality also catches a NaN written back.
-        if not np.array_equal(after, prepared.host_inputs[arg.name]):
-            idx = np.argwhere(after != prepared.host_inputs[arg.name])
+        if not np.array_equal(after, drawn):
+            idx = np.argwhere(after != drawn)
             where = f" (first at {idx[0].tolist()})" if len(idx) else ""
             return CaseCheck(
                 name=case.name,
@@ -309,6 +374,10 @@ def verify(
         result = None
         if ops.on_gpu and _elements(dev) >= DEVICE_COMPARE_MIN:
             result = compare_on_device(ops.as_cupy(dev), expected[arg.name], tol)
+        elif not ops.on_gpu and _elements(dev) >= HOST_ONE_PASS_MIN:
+            from kplay.kernels.repcheck import errors_on_host
+
+            result = errors_on_host(ops.view_on_host(dev), expected[arg.name], tol)
         if result is None:
             result = compare(arg.name, ops.to_host(dev), expected[arg.name], tol)
         result["output"] = arg.name

@@ -63,7 +63,11 @@ def warm_up() -> None:
     prepare_cpu_fallbacks()
     import numba  # noqa: F401
 
+    from kplay.kernels import draws
     from kplay.kernels.backends.base import registry
+
+    draws.warm_up()  # the host generator's loops (compiled once, cached on disk)
+    _warm_host_checks()
 
     for cls in registry().values():
         backend = cls()
@@ -71,6 +75,9 @@ def warm_up() -> None:
             import cupy
 
             cupy.zeros(1).sum()  # creates the context and loads CuPy's kernels
+            # The generator's device kernels, as a large case draws its inputs.
+            warm = draws.Draws(1, cupy)
+            warm.uniform(4, 0.0, 1.0), warm.normal(4), warm.uniform(4, 0.0, 1.0, "float64")
             # Builds (or loads from the cache) the kernels of the on-GPU comparison.
             import numpy
 
@@ -83,6 +90,19 @@ def warm_up() -> None:
             # And those of the check of every timed repetition, for float32 outputs.
             ones = cupy.ones(4, dtype=cupy.float32)
             count_on_device(ones, ones, tol).get()
+
+
+def _warm_host_checks() -> None:
+    """Compile the one-pass checks of host outputs (kernels.repcheck) for float32."""
+    import numpy
+
+    from kplay.kernels.problem import Tolerance
+    from kplay.kernels.repcheck import count_on_host, errors_on_host
+
+    ones = numpy.ones(4, dtype=numpy.float32)
+    tol = Tolerance(atol=1e-6, rtol=1e-6)
+    errors_on_host(ones, ones, tol)
+    count_on_host(ones, ones, tol)
 
 
 class _Run:

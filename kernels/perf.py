@@ -144,7 +144,7 @@ def _recheck(
         return first
     params = dict(case.params)
     fresh_seed = seeds.recheck(case)
-    fresh = generate_inputs(problem, params, fresh_seed, seeds.memoise)
+    fresh = generate_inputs(problem, params, fresh_seed, seeds.memoise, rotation.xp)
     prepared = rotation.load_fresh(fresh, fresh_seed)
     launch(prepared.args)
     ops.synchronize()

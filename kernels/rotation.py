@@ -27,13 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from kplay.kernels import formula, repcheck
+from kplay.kernels import draws, repcheck
 from kplay.kernels.arrays import ArrayOps, poison_value, scalar
 from kplay.kernels.check import (
     PreparedCase,
+    case_bytes,
     compare,
     expected_outputs,
     generate_inputs,
+    home_module,
     prepare,
     reset_outputs,
 )
@@ -55,15 +57,8 @@ class RepetitionFailed(Exception):
 
 
 def set_bytes(problem: ProblemSpec, params: dict[str, Any]) -> int:
-    """Host bytes of one input set: the case's input and output arrays."""
-    total = 0
-    for arg in problem.args:
-        if arg.is_array:
-            count = 1
-            for dim in arg.shape:
-                count *= formula.evaluate_int(dim, params)
-            total += count * np.dtype(arg.dtype).itemsize
-    return total
+    """Bytes of one input set: the case's input and output arrays."""
+    return case_bytes(problem, params)
 
 
 def plan(nbytes: int, budget: int) -> tuple[int, int]:
@@ -76,8 +71,10 @@ def plan(nbytes: int, budget: int) -> tuple[int, int]:
 @dataclass
 class InputSet:
     index: int
-    host: dict[str, Any]  # every input, arrays and scalars, as the reference saw them
-    expected: dict[str, Any]  # the reference's outputs for them
+    # Every input, arrays and scalars, as the reference saw them, and the reference's
+    # outputs for them: NumPy arrays, or CuPy ones for a case that lives on the GPU.
+    host: dict[str, Any]
+    expected: dict[str, Any]
     # Device arrays, per input array: where this set differs from set 0, its values
     # there, and set 0's values there (to undo it). Empty for set 0.
     positions: dict[str, Any] = field(default_factory=dict)
@@ -107,6 +104,7 @@ class Rotation:
     ) -> None:
         self.problem, self.case, self.ops, self.launch_fn = problem, case, ops, launch
         self.params = dict(case.params)
+        self.xp = home_module(problem, self.params, ops)
         n_sets, n_buffers = plan(set_bytes(problem, self.params), budget_bytes)
         self.sets = [self._base(seeds)]
         self.sets += [self._variant(seeds, k) for k in range(1, n_sets)]
@@ -135,19 +133,19 @@ class Rotation:
 
     def _base(self, seeds: RunSeeds) -> InputSet:
         seed = seeds.case(self.case)
-        host = generate_inputs(self.problem, self.params, seed, seeds.memoise)
+        host = generate_inputs(self.problem, self.params, seed, seeds.memoise, self.xp)
         expected = expected_outputs(self.problem, self.params, seed, host, seeds.memoise)
         return self._on_device(InputSet(0, host, expected))
 
     def _variant(self, seeds: RunSeeds, k: int) -> InputSet:
-        problem, ops = self.problem, self.ops
+        problem, ops, xp = self.problem, self.ops, self.xp
         base = self.sets[0].host
         seed = seeds.derived(self.case, "variant", k)
-        fresh = generate_inputs(problem, self.params, seed, memoise=False)
-        where = seeds.rng(self.case, "positions", k)
+        fresh = generate_inputs(problem, self.params, seed, memoise=False, xp=xp)
+        where = seeds.derived(self.case, "positions", k)
         host: dict[str, Any] = {}
         out = InputSet(k, host, {})
-        for arg in problem.inputs:
+        for j, arg in enumerate(problem.inputs):
             if not arg.is_array:
                 # Odd sets keep set 0's scalars: they differ from it in scattered elements
                 # only, which is what a cache keyed on a sample of the inputs misses.
@@ -155,17 +153,17 @@ class Rotation:
                 continue
             flat0 = base[arg.name].reshape(-1)
             size = flat0.size
-            chosen = np.zeros(size, dtype=bool)
-            chosen[where.integers(0, size, max(1, size // PATCH_DIVISOR))] = True
-            positions = np.flatnonzero(chosen)  # sorted, each once (a scatter needs that)
-            values = np.ascontiguousarray(fresh[arg.name].reshape(-1)[positions])
-            arr = np.array(base[arg.name], copy=True)
+            # Sorted, each once (a scatter needs that), from a stream of the harness's own.
+            positions = draws.positions(where, size, max(1, size // PATCH_DIVISOR), xp, j)
+            values = xp.ascontiguousarray(fresh[arg.name].reshape(-1)[positions])
+            arr = base[arg.name].copy()
             arr.reshape(-1)[positions] = values
-            arr.flags.writeable = False
+            if xp is np:
+                arr.flags.writeable = False
             host[arg.name] = arr
-            out.positions[arg.name] = ops.to_device(positions.astype(np.int64))
+            out.positions[arg.name] = ops.to_device(positions)
             out.values[arg.name] = ops.to_device(values)
-            out.undo[arg.name] = ops.to_device(np.ascontiguousarray(flat0[positions]))
+            out.undo[arg.name] = ops.to_device(xp.ascontiguousarray(flat0[positions]))
         out.expected = expected_outputs(problem, self.params, seed, host, memoise=False)
         return self._on_device(out)
 
@@ -174,7 +172,10 @@ class Rotation:
             import cupy
 
             for arg in self.problem.outputs:
-                ref = np.ascontiguousarray(input_set.expected[arg.name])
+                # Already there for a case that lives on the GPU (no copy then).
+                ref = input_set.expected[arg.name]
+                if isinstance(ref, np.ndarray):
+                    ref = np.ascontiguousarray(ref)
                 input_set.expected_on_device[arg.name] = cupy.asarray(ref)
         return input_set
 
@@ -286,7 +287,7 @@ class Rotation:
         for (label, k, name, _), value in zip(self.pending, packed.tolist(), strict=True):
             bad, unwritten = repcheck.decode(int(value))
             if bad:
-                size = int(np.asarray(self.sets[k].expected[name]).size)
+                size = int(self.sets[k].expected[name].size)
                 never = f", {unwritten} of them never written (still poisoned)" if unwritten else ""
                 message = f"{name}: {bad} of {size} elements outside the tolerance{never}"
                 details = {"ok": False, "output": name, "mismatches": bad, "message": message}

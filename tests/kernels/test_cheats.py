@@ -193,9 +193,9 @@ def _watch_seeds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     seeds: list[int] = []
     original = check_mod._generate
 
-    def generate(problem: Any, params: dict, seed: int) -> dict:
+    def generate(problem: Any, params: dict, seed: int, xp: Any) -> dict:
         seeds.append(seed)
-        return original(problem, params, seed)
+        return original(problem, params, seed, xp)
 
     monkeypatch.setattr(check_mod, "_generate", generate)
     monkeypatch.setattr(check_mod, "MEMO", check_mod.Memo())

@@ -53,7 +53,7 @@ def test_memoised_inputs_equal_a_fresh_draw_and_are_read_only(monkeypatch):
     params = {"n": 1000}
     first = check.generate_inputs(problem, params, 7)
     again = check.generate_inputs(problem, params, 7)
-    fresh = check._generate(problem, params, 7)
+    fresh = check._generate(problem, params, 7, np)
     for name, arr in fresh.items():
         assert again[name] is first[name]  # served from the memo
         np.testing.assert_array_equal(again[name], arr)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from kplay.kernels.draws import Draws, array_module
 
-def generate(params: dict, rng: np.random.Generator) -> dict:
+
+def generate(params: dict, draw: Draws) -> dict:
     n = int(params["n"])
-    x = rng.uniform(-1.0, 1.0, n).astype(np.float32)
+    x = draw.uniform(n, -1.0, 1.0)
     # a < 1 keeps the values bounded (they drift towards b / (1 - a)); drawn per case so
     # that a kernel with constants baked in fails.
-    a = np.float32(rng.uniform(0.99, 0.995))
-    b = np.float32(rng.uniform(-0.01, 0.01))
+    a = np.float32(draw.scalar(0.99, 0.995))
+    b = np.float32(draw.scalar(-0.01, 0.01))
     return {"x": x, "a": a, "b": b}
 
 
@@ -21,6 +23,6 @@ def reference(inputs: dict, params: dict) -> dict:
     a = float(inputs["a"])
     b = float(inputs["b"])
     k = int(params["iters"])
-    x = inputs["x"].astype(np.float64)
+    x = inputs["x"].astype(array_module(inputs["x"]).float64)
     f = b / (1.0 - a)
     return {"out": (f + a**k * (x - f)).astype(np.float32)}

@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from kplay.kernels.draws import Draws, array_module
+
 # cuBLAS enum values (cublas_api.h, library_types.h): stable parts of the C ABI.
 _CUDA_R_16F = 2
 _CUDA_R_32F = 0
@@ -17,19 +19,20 @@ _ONE = np.ones(1, dtype=np.float32)
 _ZERO = np.zeros(1, dtype=np.float32)
 
 
-def generate(params: dict, rng: np.random.Generator) -> dict:
+def generate(params: dict, draw: Draws) -> dict:
     m, n, k = int(params["M"]), int(params["N"]), int(params["K"])
     # Uniform in [-1, 1], then rounded to fp16: the kernel and the reference start from
     # the same fp16 values, so only the accumulation is being judged.
-    a = rng.uniform(-1.0, 1.0, size=(m, k)).astype(np.float16)
-    b = rng.uniform(-1.0, 1.0, size=(k, n)).astype(np.float16)
+    a = draw.uniform((m, k), -1.0, 1.0, dtype="float16")
+    b = draw.uniform((k, n), -1.0, 1.0, dtype="float16")
     return {"A": a, "B": b}
 
 
 def reference(inputs: dict, params: dict) -> dict:
-    a = inputs["A"].astype(np.float64)
-    b = inputs["B"].astype(np.float64)
-    return {"C": np.ascontiguousarray(a @ b).astype(np.float32)}
+    xp = array_module(inputs["A"])
+    a = inputs["A"].astype(xp.float64)
+    b = inputs["B"].astype(xp.float64)
+    return {"C": xp.ascontiguousarray(a @ b).astype(xp.float32)}
 
 
 def baseline(arrays: dict, params: dict, xp: Any) -> None:

@@ -4,21 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
+from kplay.kernels.draws import Draws, array_module
 
 
-def generate(params: dict, rng: np.random.Generator) -> dict:
+def generate(params: dict, draw: Draws) -> dict:
     n = int(params["n"])
     # Strictly positive values: the sum cannot cancel to near zero, so the relative
     # tolerance means the same thing at every size, and every element matters.
-    x = rng.uniform(0.5, 1.5, n).astype(np.float32)
+    x = draw.uniform(n, 0.5, 1.5)
     return {"x": x}
 
 
 def reference(inputs: dict, params: dict) -> dict:
-    x = np.asarray(inputs["x"], dtype=np.float64)
-    total = np.array([x.sum()], dtype=np.float64)
-    return {"out": total.astype(np.float32)}
+    xp = array_module(inputs["x"])
+    total = inputs["x"].astype(xp.float64).sum().reshape(1)
+    return {"out": total.astype(xp.float32)}
 
 
 def baseline(arrays: dict, params: dict, xp: Any) -> None:

@@ -6,22 +6,25 @@ from typing import Any
 
 import numpy as np
 
+from kplay.kernels.draws import Draws, array_module
 
-def generate(params: dict, rng: np.random.Generator) -> dict:
+
+def generate(params: dict, draw: Draws) -> dict:
     n = int(params["n"])
     # |alpha| in [1.5, 3) with a random sign: never 1 (a kernel that drops alpha fails)
     # and never 0 (a kernel that drops x fails).
-    alpha = np.float32(rng.uniform(1.5, 3.0) * rng.choice([-1.0, 1.0]))
-    x = rng.standard_normal(n, dtype=np.float32)
-    y = rng.uniform(-2.0, 2.0, n).astype(np.float32)
+    alpha = np.float32(draw.scalar(1.5, 3.0) * draw.sign())
+    x = draw.normal(n)
+    y = draw.uniform(n, -2.0, 2.0)
     return {"alpha": alpha, "x": x, "y": y}
 
 
 def reference(inputs: dict, params: dict) -> dict:
     alpha = float(inputs["alpha"])
-    x = np.asarray(inputs["x"], dtype=np.float64)
-    y = np.asarray(inputs["y"], dtype=np.float64)
-    return {"out": (alpha * x + y).astype(np.float32)}
+    xp = array_module(inputs["x"])
+    x = inputs["x"].astype(xp.float64)
+    y = inputs["y"].astype(xp.float64)
+    return {"out": (alpha * x + y).astype(xp.float32)}
 
 
 def baseline(arrays: dict, params: dict, xp: Any) -> None:

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
+from kplay.kernels.draws import Draws, array_module
 
 
-def generate(params: dict, rng: np.random.Generator) -> dict:
+def generate(params: dict, draw: Draws) -> dict:
     rows, cols = int(params["rows"]), int(params["cols"])
     # Distinct values everywhere, so a misplaced element never matches by accident.
-    inp = rng.uniform(-1000.0, 1000.0, size=(rows, cols)).astype(np.float32)
-    return {"inp": np.ascontiguousarray(inp)}
+    return {"inp": draw.uniform((rows, cols), -1000.0, 1000.0)}
 
 
 def reference(inputs: dict, params: dict) -> dict:
     # A transpose moves values without arithmetic, so it is exact in float32.
-    return {"out": np.ascontiguousarray(inputs["inp"].T)}
+    inp = inputs["inp"]
+    return {"out": array_module(inp).ascontiguousarray(inp.T)}
 
 
 def baseline(arrays: dict, params: dict, xp: Any) -> None:

@@ -4,22 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
+from kplay.kernels.draws import Draws, array_module
 
 
-def generate(params: dict, rng: np.random.Generator) -> dict:
+def generate(params: dict, draw: Draws) -> dict:
     n = int(params["n"])
     # Two different distributions, so a kernel that adds a to itself (or b to itself)
     # cannot pass by accident; neither holds zeros that would hide an unwritten output.
-    a = rng.standard_normal(n, dtype=np.float32)
-    b = rng.uniform(-4.0, 4.0, n).astype(np.float32)
+    a = draw.normal(n)
+    b = draw.uniform(n, -4.0, 4.0)
     return {"a": a, "b": b}
 
 
 def reference(inputs: dict, params: dict) -> dict:
-    a = np.asarray(inputs["a"], dtype=np.float64)
-    b = np.asarray(inputs["b"], dtype=np.float64)
-    return {"out": (a + b).astype(np.float32)}
+    xp = array_module(inputs["a"])
+    a = inputs["a"].astype(xp.float64)
+    b = inputs["b"].astype(xp.float64)
+    return {"out": (a + b).astype(xp.float32)}
 
 
 def baseline(arrays: dict, params: dict, xp: Any) -> None:

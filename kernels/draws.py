@@ -1,0 +1,259 @@
+"""Where every input of a run comes from: a counter-based generator, the same on CPU and GPU.
+
+Element i of a stream is a pure function of (seed, stream, i):
+
+    key      = mix(mix(seed) + (stream + 1) * K)        K = 0xD1B54A32D192ED03
+    bits(i)  = mix(key + (i + 1) * G)                    G = 0x9E3779B97F4A7C15
+
+all arithmetic modulo 2**64, where `mix` is the SplitMix64 finaliser (Steele, Lea and
+Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014; constants of
+Stafford's "Mix13"). Because no element depends on another, a GPU draws all of them at
+once, and the host can recompute any single one (`Draws.element`) to show what a
+mismatching element was fed.
+
+Distributions use only correctly rounded IEEE operations in float64 (no transcendental
+functions, no fused multiply-add), so NumPy, Numba and CUDA produce the same bits:
+
+- uniform(lo, hi): u = (bits >> 40) * 2**-24, then lo + (hi - lo) * u, rounded once to
+  the output type (float16 goes through float32, as both sides convert it the same way);
+- normal(mean, std): the Irwin-Hall sum of four such uniforms (two draws per element, at
+  counters 2i and 2i + 1, 24 bits from each half), centred and scaled to variance one:
+  z = (s - 2) * sqrt(3); bell-shaped, bounded by |z| < 3.47, then mean + std * z.
+
+A problem's `generate(params, draw)` asks a `Draws` for its arrays; each call takes the
+next stream, so the same code gives the same arrays on the host (NumPy) and on the
+device (CuPy). Scalars (a kernel argument such as alpha) are drawn on the host.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+MASK = (1 << 64) - 1
+GOLDEN = 0x9E3779B97F4A7C15
+STREAM = 0xD1B54A32D192ED03
+_M1 = 0xBF58476D1CE4E5B9
+_M2 = 0x94D049BB133111EB
+SQRT3 = math.sqrt(3.0)
+FLOAT_DTYPES = ("float16", "float32", "float64")
+
+
+def mix(z: int) -> int:
+    """The SplitMix64 finaliser on a Python int (modulo 2**64)."""
+    z &= MASK
+    z = ((z ^ (z >> 30)) * _M1) & MASK
+    z = ((z ^ (z >> 27)) * _M2) & MASK
+    return z ^ (z >> 31)
+
+
+def stream_key(seed: int, stream: int) -> int:
+    return mix(mix(seed) + (stream + 1) * STREAM)
+
+
+def bits_at(key: int, counter: int) -> int:
+    """The 64 bits at one counter of the stream keyed `key`."""
+    return mix(key + (counter + 1) * GOLDEN)
+
+
+def _unit(word: int) -> float:
+    return float(word) * 2.0**-24
+
+
+def uniform_at(key: int, index: int, lo: float, hi: float) -> float:
+    """Element `index` of uniform(lo, hi), in float64 before the output rounding."""
+    return lo + (hi - lo) * _unit(bits_at(key, index) >> 40)
+
+
+def normal_at(key: int, index: int, mean: float, std: float) -> float:
+    a, b = bits_at(key, 2 * index), bits_at(key, 2 * index + 1)
+    total = (a >> 40) + ((a >> 16) & 0xFFFFFF) + (b >> 40) + ((b >> 16) & 0xFFFFFF)
+    z = (_unit(total) - 2.0) * SQRT3
+    return mean + std * z
+
+
+def _round(value: float, dtype: str) -> Any:
+    if dtype == "float16":
+        return np.float16(np.float32(value))
+    return np.dtype(dtype).type(value)
+
+
+# ------------------------------------------------------------------ host (Numba)
+
+
+def _host_kernels():  # type: ignore[no-untyped-def]
+    from kplay.kernels import draws_host
+
+    return draws_host.uniform, draws_host.normal, draws_host.bits
+
+
+# ------------------------------------------------------------------ device (CuPy)
+
+_DEVICE_PREAMBLE = r"""
+__device__ __forceinline__ unsigned long long kd_mix(unsigned long long z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+__device__ __forceinline__ unsigned long long kd_bits(unsigned long long key,
+                                                       unsigned long long c) {
+    return kd_mix(key + (c + 1ULL) * 0x9E3779B97F4A7C15ULL);
+}
+"""
+
+
+@lru_cache(maxsize=1)
+def _device_kernels():  # type: ignore[no-untyped-def]
+    import cupy
+
+    uniform = cupy.ElementwiseKernel(
+        "uint64 key, float64 lo, float64 span",
+        "T y",
+        "double u = (double)(kd_bits(key, (unsigned long long)i) >> 40) * 5.9604644775390625e-08;"
+        "y = (T)__dadd_rn(lo, __dmul_rn(span, u));",
+        "kplay_draw_uniform",
+        preamble=_DEVICE_PREAMBLE,
+    )
+    normal = cupy.ElementwiseKernel(
+        "uint64 key, float64 mean, float64 std",
+        "T y",
+        "unsigned long long c = 2ULL * (unsigned long long)i;"
+        "unsigned long long a = kd_bits(key, c), b = kd_bits(key, c + 1ULL);"
+        "unsigned long long s = (a >> 40) + ((a >> 16) & 0xFFFFFFULL)"
+        "                     + (b >> 40) + ((b >> 16) & 0xFFFFFFULL);"
+        "double z = __dmul_rn(__dadd_rn((double)s * 5.9604644775390625e-08, -2.0),"
+        "                     1.7320508075688772);"
+        "y = (T)__dadd_rn(mean, __dmul_rn(std, z));",
+        "kplay_draw_normal",
+        preamble=_DEVICE_PREAMBLE,
+    )
+    bits = cupy.ElementwiseKernel(
+        "uint64 key",
+        "uint64 y",
+        "y = kd_bits(key, (unsigned long long)i);",
+        "kplay_draw_bits",
+        preamble=_DEVICE_PREAMBLE,
+    )
+    return uniform, normal, bits
+
+
+def is_device_module(xp: Any) -> bool:
+    return getattr(xp, "__name__", "") == "cupy"
+
+
+def array_module(*arrays: Any) -> Any:
+    """cupy when any of `arrays` lives on the GPU (a CuPy array), else numpy.
+
+    What a problem's reference() calls to write one body for both places.
+    """
+    for arr in arrays:
+        if type(arr).__module__.startswith("cupy"):
+            import cupy
+
+            return cupy
+    return np
+
+
+def _shape(shape: int | tuple[int, ...] | list[int]) -> tuple[int, ...]:
+    return (int(shape),) if isinstance(shape, int | np.integer) else tuple(int(s) for s in shape)
+
+
+class Draws:
+    """The draws of one case's inputs from one seed, as arrays of `xp` (numpy or cupy)."""
+
+    def __init__(self, seed: int, xp: Any = np) -> None:
+        self.seed = int(seed)
+        self.xp = xp
+        self._stream = 0
+        self.log: list[tuple[str, int, float, float, str]] = []  # (kind, key, a, b, dtype)
+
+    def _next_key(self) -> int:
+        key = stream_key(self.seed, self._stream)
+        self._stream += 1
+        return key
+
+    def _fill(self, kind: str, shape: Any, a: float, b: float, dtype: str) -> Any:
+        if dtype not in FLOAT_DTYPES:
+            raise ValueError(f"draws are floating point; {dtype!r} is not ({FLOAT_DTYPES})")
+        key = self._next_key()
+        self.log.append((kind, key, float(a), float(b), dtype))
+        shape = _shape(shape)
+        inner = "float32" if dtype == "float16" else dtype
+        xp = self.xp
+        if is_device_module(xp):
+            uniform, normal, _bits = _device_kernels()
+            out = xp.empty(shape, dtype=inner)
+            if kind == "uniform":
+                uniform(np.uint64(key), float(a), float(b) - float(a), out)
+            else:
+                normal(np.uint64(key), float(a), float(b), out)
+        else:
+            uniform, normal, _bits = _host_kernels()
+            out = np.empty(shape, dtype=inner)
+            flat = out.reshape(-1)
+            if kind == "uniform":
+                uniform(flat, np.uint64(key), float(a), float(b) - float(a))
+            else:
+                normal(flat, np.uint64(key), float(a), float(b))
+        return out.astype(xp.float16) if dtype == "float16" else out
+
+    def uniform(self, shape: Any, lo: float, hi: float, dtype: str = "float32") -> Any:
+        """An array of `shape` drawn uniformly from [lo, hi]."""
+        return self._fill("uniform", shape, lo, hi, dtype)
+
+    def normal(
+        self, shape: Any, mean: float = 0.0, std: float = 1.0, dtype: str = "float32"
+    ) -> Any:
+        """An array of `shape` with a bell-shaped law of this mean and standard deviation."""
+        return self._fill("normal", shape, mean, std, dtype)
+
+    def scalar(self, lo: float, hi: float) -> float:
+        """One value drawn uniformly from [lo, hi], as a Python float (on the host)."""
+        key = self._next_key()
+        return uniform_at(key, 0, float(lo), float(hi))
+
+    def sign(self) -> float:
+        """-1.0 or 1.0, with equal chances."""
+        key = self._next_key()
+        return 1.0 if bits_at(key, 0) >> 63 else -1.0
+
+    def element(self, array: int, index: int) -> Any:
+        """Element `index` (flat) of the `array`-th array this object drew, recomputed alone."""
+        kind, key, a, b, dtype = self.log[array]
+        value = uniform_at(key, index, a, b) if kind == "uniform" else normal_at(key, index, a, b)
+        return _round(value, dtype)
+
+
+def raw_bits(seed: int, stream: int, count: int, xp: Any = np) -> Any:
+    """`count` raw 64-bit words of one stream (the harness's own draws: positions)."""
+    key = np.uint64(stream_key(seed, stream))
+    if is_device_module(xp):
+        out = xp.empty(int(count), dtype=xp.uint64)
+        _device_kernels()[2](key, out)
+        return out
+    out = np.empty(int(count), dtype=np.uint64)
+    _host_kernels()[2](out, key)
+    return out
+
+
+def positions(seed: int, size: int, count: int, xp: Any = np, stream: int = 0) -> Any:
+    """Sorted distinct flat positions in [0, size): `count` draws, duplicates dropped."""
+    picks = raw_bits(seed, stream, count, xp) % xp.uint64(size)
+    chosen = xp.zeros(int(size), dtype=bool)
+    chosen[picks.astype(xp.int64)] = True
+    return xp.flatnonzero(chosen).astype(xp.int64)
+
+
+def warm_up() -> None:
+    """Compile the host kernels (a warm process pays it once, before any job)."""
+    uniform, normal, bits = _host_kernels()
+    one = np.empty(1, dtype=np.float64)
+    uniform(one, np.uint64(1), 0.0, 1.0)
+    normal(one, np.uint64(1), 0.0, 1.0)
+    bits(np.empty(1, dtype=np.uint64), np.uint64(1))
+    f32 = np.empty(1, dtype=np.float32)
+    uniform(f32, np.uint64(1), 0.0, 1.0)
+    normal(f32, np.uint64(1), 0.0, 1.0)
