@@ -22,6 +22,7 @@ from kplay.kernels.artifact import Artifact, Variant
 from kplay.kernels.backends.base import Capability, KernelError, LaunchSpec, get_backend
 from kplay.kernels.catalog import get_problem
 from kplay.kernels.check import shape_of
+from kplay.kernels.draws import Draws
 from kplay.kernels.remote import variant_of
 from tests.kernels.artifact_builds import build_in_box
 from tests.kernels.test_artifacts import MIXED, MIXED_ARGS, TOTAL
@@ -82,7 +83,7 @@ def _case(slug: str, backend: str, path: str, params: dict[str, Any]) -> Case:
     kind = get_backend(backend).array_kind()
     case = Case(problem, backend, source, plan.kernel, launch.resolve(plan, params), params,
                 ArrayOps(kind))  # fmt: skip
-    inputs = problem.reference.generate(params, np.random.default_rng(1234))
+    inputs = problem.reference.generate(params, Draws(1234))
     case.expected = problem.reference.reference(inputs, params)
     for arg in problem.args:
         dtype = np.dtype(arg.dtype)
