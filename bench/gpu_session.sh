@@ -21,6 +21,11 @@ mkdir -p "$RAW"
 if [ -f .whl/requirements.txt ]; then
   python3 deploy/wheelhouse.py install .whl --venv /tmp/kvenv --editable . || exit 1
   . /tmp/kvenv/bin/activate
+  # The test runner and its plugins, when the wheelhouse carries them (the tests' addopts
+  # name pytest-xdist's -n).
+  if ls .whl/pytest_xdist-*.whl >/dev/null 2>&1; then
+    pip install -q --no-index --find-links .whl pytest pytest-xdist pytest-timeout
+  fi
   if [ -d .whl/redis-root/usr/bin ]; then
     export PATH=$PWD/.whl/redis-root/usr/bin:$PATH
     export LD_LIBRARY_PATH=$PWD/.whl/redis-root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
@@ -63,11 +68,12 @@ for step in $STEPS; do
     fleet)
       python3 bench/fleet_gpu.py --json-out "$RAW/fleet_gpu.json" 2>&1 | tee "$RAW/fleet_gpu.txt" ;;
     tests)
-      python3 -m pytest -q -p no:cacheprovider tests/kernels --maxfail=10 -rs --timeout 600 \
+      python3 -m pytest -n 0 -q -p no:cacheprovider tests/kernels --maxfail=10 -rs --timeout 600 \
         ${TESTS_K:+-k "$TESTS_K"} 2>&1 \
         | tee "$RAW/pytest-gpu.txt" | tail -40 ;;
     gputests)
-      python3 -m pytest -q -p no:cacheprovider -m gpu tests/kernels tests/workers tests/app \
+      python3 -m pytest -n 0 -q -p no:cacheprovider -m gpu tests/kernels tests/workers tests/app \
+        tests/adversarial \
         -rs --timeout 300 ${TESTS_K:+-k "$TESTS_K"} 2>&1 | tee "$RAW/pytest-gpu-marked.txt" | tail -40 ;;
     boxes)
       python3 bench/sandbox_backends.py --repeat "${BOX_REPEAT:-10}" 2>&1 | tee "$RAW/boxes.md"
