@@ -32,7 +32,6 @@ from kplay.app.services import views
 from kplay.app.services.cards import RunCard, build_card, steps_for
 from kplay.app.services.live import LiveEvent, ProgressHub
 from kplay.app.services.livecard import live_card
-from kplay.app.services.records import is_final
 from kplay.app.services.runs import RunNotFound, RunService
 
 router = APIRouter(prefix="/api/v1", tags=["api"])
@@ -41,6 +40,7 @@ RECHECK_S = 1.0  # without an event for this long, the database is read again
 KEEPALIVE_S = 15.0  # a comment line this often keeps proxies from closing a quiet stream
 STREAM_MAX_S = 60.0  # then the stream ends and the browser reconnects with Last-Event-ID
 RETRY_MS = 500  # how long the browser waits before it reconnects
+NEWS_WAIT_S = 0.2  # how long a change found in the database waits for its own event
 
 
 @router.get(
@@ -107,6 +107,9 @@ class CardStream:
                 if final:
                     return
             else:
+                latest = self.hub.latest(self.run.id)
+                if latest is not None:
+                    self.shown = (latest.state, latest.detail)  # what the reader has, or will
                 for event in (e for e in missed if e.seq <= seq):
                     yield await self._event(event)
                     if event.final:
@@ -120,6 +123,17 @@ class CardStream:
         started = last_write = time.monotonic()
         while not self.hub.closed:
             event = await sub.next(RECHECK_S)
+            if event is None and not self.hub.closed and await self._database_moved():
+                # Most often the sink has stored a change and is about to publish it: wait a
+                # moment for the event itself, which says when the change happened.
+                event = await sub.next(NEWS_WAIT_S)
+                if event is None:
+                    text, final = await self._snapshot(seq)
+                    yield text
+                    last_write = time.monotonic()
+                    if final:
+                        return
+                    continue
             if self.hub.closed:
                 return
             if event is not None:
@@ -131,14 +145,6 @@ class CardStream:
                 if event.final:
                     return
                 continue
-            # Quiet: whatever the database knows that this process was not told.
-            state, detail, final = await run_in_threadpool(self._state_now)
-            if (state, detail) != self.shown:
-                text, final = await self._snapshot(seq)
-                yield text
-                last_write = time.monotonic()
-                if final:
-                    return
             now = time.monotonic()
             if now - started > STREAM_MAX_S:
                 return
@@ -146,9 +152,12 @@ class CardStream:
                 yield ": still here\n\n"
                 last_write = now
 
-    def _state_now(self) -> tuple[str, str | None, bool]:
-        run, _ = self.runs.watch(self.run.id, self.user)  # may end a run nobody works on
-        return run.state, run.detail, is_final(run.state)
+    async def _database_moved(self) -> bool:
+        """Whether the database knows of a change this stream has not sent (one another web
+        process took off the result stream, or a run nobody works on any more, which the
+        read ends as the poll would)."""
+        run, _ = await run_in_threadpool(self.runs.watch, self.run.id, self.user)
+        return (run.state, run.detail) != self.shown
 
     async def _snapshot(self, seq: int) -> tuple[str, bool]:
         card = await run_in_threadpool(views.run_card, self.runs, self.run.id, self.user)

@@ -149,6 +149,11 @@ class ProgressHub:
             return None
         return missed
 
+    def latest(self, run_id: str) -> LiveEvent | None:
+        with self._lock:
+            log = self._logs.get(run_id)
+            return log[-1] if log else None
+
     def event_id(self, seq: int) -> str:
         return f"{self.epoch}-{seq}"
 

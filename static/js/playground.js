@@ -462,6 +462,8 @@
     var url = card.getAttribute("data-events-url");
     if (!window.EventSource || !url || streams[id]) return;
     var source = new EventSource(url);
+    source.kplayOpening = performance.now();
+    source.addEventListener("open", function () { source.kplayOpening = null; });
     streams[id] = source;
     source.addEventListener("card", function (ev) {
       var msg;
@@ -483,8 +485,14 @@
     delete streams[id];
   }
 
+  // Open, or still opening for the first time (the poll waits up to two seconds for that);
+  // while a dropped stream reconnects, the poll runs.
   function streaming(id) {
-    return !!streams[id] && streams[id].readyState === 1;
+    var source = streams[id];
+    if (!source) return false;
+    if (source.readyState === 1) return true;
+    return source.readyState === 0 && source.kplayOpening !== null &&
+      performance.now() - source.kplayOpening < 2000;
   }
 
   function showStreamed(id, msg) {

@@ -40,11 +40,18 @@ def _messages(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
         fields = {}
 
 
-def _read(client: TestClient, run_id: str, **headers: str) -> list[dict[str, Any]]:
+def _read(
+    client: TestClient, run_id: str, then: Any = None, **headers: str
+) -> list[dict[str, Any]]:
+    """Every message to the end of the stream; `then` runs once the first has arrived."""
     with client.stream("GET", f"/api/v1/runs/{run_id}/events", headers=headers) as reply:
         assert reply.status_code == 200
         assert reply.headers["content-type"].startswith("text/event-stream")
-        return list(_messages(reply.iter_lines()))
+        messages = _messages(reply.iter_lines())
+        got = [next(messages)]
+        if then is not None:
+            then()
+        return got + list(messages)
 
 
 def _start(client: TestClient) -> str:
@@ -53,14 +60,13 @@ def _start(client: TestClient) -> str:
     return str(created.json()["id"])
 
 
-def _later(seconds: float, work: Any) -> threading.Thread:
-    def run() -> None:
-        time.sleep(seconds)
-        work()
+def _in_a_moment(work: Any) -> Any:
+    """`work` on another thread (as an executor reports), a little after it is asked for."""
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
+    def start() -> None:
+        threading.Timer(0.1, work).start()
+
+    return start
 
 
 @pytest.mark.parametrize("executor", [FakeExecutor(hold=True)])
@@ -68,10 +74,8 @@ def test_the_stream_walks_through_the_states_and_ends_with_the_verdict(
     client: TestClient, executor: FakeExecutor
 ) -> None:
     run_id = _start(client)
-    worker = _later(0.3, lambda: executor.release(run_id))
     started = time.time()
-    got = _read(client, run_id)
-    worker.join()
+    got = _read(client, run_id, then=_in_a_moment(lambda: executor.release(run_id)))
     assert [m["state"] for m in got] == ["queued", *LIVE, "done"]
     # Numbered in order; every change but the first (the state at connection) says when.
     numbers = [int(m["event_id"].rpartition("-")[2]) for m in got]
@@ -112,10 +116,8 @@ def test_a_verdict_this_process_was_not_told_of_arrives_from_the_database(
     job = executor.pending.pop(run_id)
     # As when another web process took the verdict off the result stream: stored, not told.
     db = app.state.services.db
-    worker = _later(0.2, lambda: records.record_result(db, correct_result(job)))
     started = time.monotonic()
-    got = _read(client, run_id)
-    worker.join()
+    got = _read(client, run_id, then=lambda: records.record_result(db, correct_result(job)))
     assert [m["state"] for m in got] == ["queued", "done"]
     assert time.monotonic() - started < 5.0
 
