@@ -27,12 +27,13 @@ from pydantic import SecretStr
 from kplay.kernels.models import RunJob
 from kplay.workers.celery_app import DEFAULT_QUEUES, TASK_NAME, WorkerConfig, make_celery
 from kplay.workers.executor import Executor, ResultSink, SubmitRefused
-from kplay.workers.fleet import live_workers, mean_job_s, snapshot, wait_estimate_s, workers_for
+from kplay.workers.fleet import live_workers, snapshot, workers_for
 from kplay.workers.fleet_models import FleetSnapshot
 from kplay.workers.jobstore import Finished, JobStore, connect
 from kplay.workers.plan import device_kind
 from kplay.workers.recovery import Janitor
 from kplay.workers.signing import Signer
+from kplay.workers.waits import Durations, start_in_s
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,43 @@ def route(job: RunJob) -> str:
             )
         return f"gpu.{job.requires}"
     return "gpu.any"
+
+
+PICTURE_TTL_S = 1.0
+
+
+class QueuePicture:
+    """One queue at one moment: its running jobs (kind, seconds so far), its waiting jobs'
+    kinds in order, the workers serving it and its recent job durations by kind."""
+
+    def __init__(self, taken: float) -> None:
+        self.taken = taken
+        self.running: list[tuple[tuple[str, str], float]] = []
+        self.queued: list[tuple[str, str]] = []
+        self.order: dict[str, int] = {}
+        self.workers = 0
+        self.durations = Durations()
+
+    @classmethod
+    def read(cls, store: JobStore, queue: str, taken: float) -> QueuePicture:
+        picture = cls(taken)
+        wall = time.time()
+        for ticket in store.running_jobs().values():
+            if ticket.get("queue") == queue:
+                since = float(ticket.get("running_since") or wall)
+                picture.running.append((_kind(ticket), max(0.0, wall - since)))
+        for job_id, ticket in store.queued_tickets(queue):
+            if ticket:
+                picture.order[job_id] = len(picture.queued)
+                picture.queued.append(_kind(ticket))
+        picture.workers = len(workers_for(queue, live_workers(store)))
+        for seconds, kind in reversed(store.recent_jobs(queue)):  # oldest first
+            picture.durations.add(kind or ("?", "?"), seconds)
+        return picture
+
+
+def _kind(ticket: dict[str, str]) -> tuple[str, str]:
+    return (ticket.get("problem", "?"), ticket.get("backend", "?"))
 
 
 class CeleryExecutor(Executor):
@@ -92,6 +130,8 @@ class CeleryExecutor(Executor):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._failures: Counter[str] = Counter()
+        self._pictures: dict[str, QueuePicture] = {}
+        self._pictures_lock = threading.Lock()
 
     def _new_store(self) -> JobStore:
         assert self.config.broker_url
@@ -161,19 +201,41 @@ class CeleryExecutor(Executor):
             return None
 
     def wait_estimate_s(self, job_id: str) -> float | None:
-        """Seconds until the job should start: jobs ahead x mean job time / workers."""
+        """Seconds until the job should start (workers.waits): the queue's running jobs and
+        those ahead of this one, each by the recent durations of jobs of its kind."""
         try:
             ticket = self.store.ticket(job_id)
-            position = self.store.position(job_id)
-            if ticket is None or position is None:
+            if ticket is None:
                 return None
-            if position == 0:
+            if ticket.get("state") == "running":
                 return 0.0
-            queue = ticket.get("queue", "")
-            serving = workers_for(queue, live_workers(self.store))
-            return wait_estimate_s(position, mean_job_s(self.store, queue), len(serving))
+            picture = self._queue_picture(ticket.get("queue", ""))
         except redis.RedisError:
             return None
+        if job_id not in picture.order:
+            return None
+        ahead = picture.queued[: picture.order[job_id]]
+        estimate = start_in_s(
+            picture.running,
+            ahead,
+            picture.workers,
+            picture.durations.samples,
+            self.config.job_timeout_s,
+        )
+        return None if estimate is None else round(estimate, 1)
+
+    def _queue_picture(self, queue: str) -> QueuePicture:
+        """What runs and waits on `queue`, read from Redis at most once a second (every
+        queued card asks, twice a second)."""
+        now = time.monotonic()
+        with self._pictures_lock:
+            cached = self._pictures.get(queue)
+            if cached is not None and now - cached.taken < PICTURE_TTL_S:
+                return cached
+        picture = QueuePicture.read(self.store, queue, now)
+        with self._pictures_lock:
+            self._pictures[queue] = picture
+        return picture
 
     def devices(self) -> list[dict[str, Any]]:
         try:

@@ -28,7 +28,9 @@ from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
 from kplay.workers.signing import Signer
 
 STREAM_MAXLEN = 100_000
-DURATIONS_KEPT = 50
+# Recent job durations kept per queue, each as "<seconds> <problem> <backend>" (an older
+# worker's entry is the seconds alone): the wait estimates read them (workers.waits).
+DURATIONS_KEPT = 200
 ANONYMOUS = "anonymous"
 
 _ADMIT = """
@@ -268,8 +270,28 @@ class JobStore:
         return self._signer
 
     def recent_durations(self, queue: str) -> list[float]:
-        raw = self.r.lrange(self.keys.durations(queue), 0, -1)
-        return [float(x) for x in raw]
+        return [seconds for seconds, _kind in self.recent_jobs(queue)]
+
+    def recent_jobs(self, queue: str) -> list[tuple[float, tuple[str, str] | None]]:
+        """(seconds, (problem, backend)) of the queue's recent jobs, newest first; the kind
+        is None for an entry that does not name it."""
+        out: list[tuple[float, tuple[str, str] | None]] = []
+        for raw in self.r.lrange(self.keys.durations(queue), 0, -1):
+            parts = str(raw).split()
+            try:
+                seconds = float(parts[0])
+            except (IndexError, ValueError):
+                continue
+            out.append((seconds, (parts[1], parts[2]) if len(parts) == 3 else None))
+        return out
+
+    def queued_tickets(self, queue: str) -> list[tuple[str, dict[str, str]]]:
+        """The queue's waiting jobs in order, each with its ticket (empty when gone)."""
+        ids = self.queued_ids(queue)
+        pipe = self.r.pipeline()
+        for job_id in ids:
+            pipe.hgetall(self.keys.ticket(job_id))
+        return list(zip(ids, pipe.execute(), strict=True))
 
     # ------------------------------------------------------------ worker side
 
@@ -346,7 +368,9 @@ class JobStore:
             k.running,
             k.durations(queue),
         ]
-        duration = "" if duration_s is None else f"{duration_s:.3f}"
+        duration = (
+            "" if duration_s is None else f"{duration_s:.3f} {result.problem} {result.backend}"
+        )
         args = [job_id, record, self.result_ttl_s, STREAM_MAXLEN, worker, duration]
         args += [DURATIONS_KEPT, data, sig]
         outcome = self._finish(keys=keys, args=args)

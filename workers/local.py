@@ -11,6 +11,7 @@ import collections
 import logging
 import os
 import threading
+import time
 from typing import Any
 
 from kplay.kernels.models import ProgressEvent, RunJob, RunResult
@@ -18,6 +19,7 @@ from kplay.workers.executor import Executor, ResultSink, SubmitRefused
 from kplay.workers.limits import Limits
 from kplay.workers.runner import DEFAULT_TARGET, PoolClosed, WorkerPool, failure_result
 from kplay.workers.sandbox import SandboxStatus
+from kplay.workers.waits import Durations, start_in_s
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,9 @@ class LocalExecutor(Executor):
         self._pool: WorkerPool | None = None
         self._sink: ResultSink | None = None
         self._queue: collections.deque[RunJob] = collections.deque()
-        self._running: set[str] = set()
+        # What each dispatcher is evaluating, and since when (monotonic seconds).
+        self._running: dict[str, tuple[RunJob, float]] = {}
+        self.durations = Durations()
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
         self._stopping = False
@@ -80,6 +84,30 @@ class LocalExecutor(Executor):
                     # Ahead of it: the jobs queued before it and those being evaluated.
                     return index + len(self._running)
             return None
+
+    def wait_estimate_s(self, job_id: str) -> float | None:
+        """Seconds until the job should start (workers.waits): what runs now and what is
+        queued ahead of it, each by the recent durations of jobs of its kind."""
+        with self._cond:
+            if job_id in self._running:
+                return 0.0
+            ahead: list[RunJob] = []
+            for job in self._queue:
+                if job.job_id == job_id:
+                    break
+                ahead.append(job)
+            else:
+                return None
+            now = time.monotonic()
+            running = [((j.problem, j.backend), now - t) for j, t in self._running.values()]
+        estimate = start_in_s(
+            running,
+            [(j.problem, j.backend) for j in ahead],
+            self.size,
+            self.durations.samples,
+            self.limits.wall_timeout_s,
+        )
+        return None if estimate is None else round(estimate, 1)
 
     @property
     def sandbox(self) -> SandboxStatus | None:
@@ -125,7 +153,7 @@ class LocalExecutor(Executor):
             if self._stopping:
                 return None
             job = self._queue.popleft()
-            self._running.add(job.job_id)
+            self._running[job.job_id] = (job, time.monotonic())
             return job
 
     def _dispatch(self) -> None:
@@ -137,7 +165,8 @@ class LocalExecutor(Executor):
                 result = self._evaluate(job)
             finally:
                 with self._cond:
-                    self._running.discard(job.job_id)
+                    _, started = self._running.pop(job.job_id)
+                self.durations.add((job.problem, job.backend), time.monotonic() - started)
             self._deliver(result)
 
     def _evaluate(self, job: RunJob) -> RunResult:
