@@ -91,7 +91,14 @@ class ArrayOps:
         return self.to_host(dev)
 
     def empty_like_poisoned(self, shape: tuple[int, ...], dtype: np.dtype, zeros: bool) -> Any:
-        host = np.full(shape, 0 if zeros else poison_value(dtype), dtype=dtype)
+        value = 0 if zeros else poison_value(dtype)
+        if self.kind is ArrayKind.cupy:  # filled where it lives: nothing crosses the bus
+            return self._cp.full(shape, value, dtype=dtype)
+        if self.kind is ArrayKind.torch_cuda:
+            import cupy
+
+            return self._torch.from_dlpack(cupy.full(shape, value, dtype=dtype))
+        host = np.full(shape, value, dtype=dtype)
         return self.to_device(host)
 
     def fill(self, dev: Any, value: float | int) -> None:

@@ -372,7 +372,8 @@ def verify(
         dev = prepared.device[arg.name]
         tol = problem.tolerance[arg.dtype]
         result = None
-        if ops.on_gpu and _elements(dev) >= DEVICE_COMPARE_MIN:
+        on_device = is_device_module(_module(expected[arg.name]))
+        if ops.on_gpu and (on_device or _elements(dev) >= DEVICE_COMPARE_MIN):
             result = compare_on_device(ops.as_cupy(dev), expected[arg.name], tol)
         elif not ops.on_gpu and _elements(dev) >= HOST_ONE_PASS_MIN:
             from kplay.kernels.repcheck import errors_on_host

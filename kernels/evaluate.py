@@ -75,9 +75,12 @@ def warm_up() -> None:
             import cupy
 
             cupy.zeros(1).sum()  # creates the context and loads CuPy's kernels
-            # The generator's device kernels, as a large case draws its inputs.
+            # The generator's device kernels, and one small case drawn, referenced and
+            # compared on the device as a large one is (CuPy builds each kernel on its
+            # first use; the first job must not pay for it).
             warm = draws.Draws(1, cupy)
             warm.uniform(4, 0.0, 1.0), warm.normal(4), warm.uniform(4, 0.0, 1.0, "float64")
+            _warm_device_case(cupy)
             # Builds (or loads from the cache) the kernels of the on-GPU comparison.
             import numpy
 
@@ -90,6 +93,18 @@ def warm_up() -> None:
             # And those of the check of every timed repetition, for float32 outputs.
             ones = cupy.ones(4, dtype=cupy.float32)
             count_on_device(ones, ones, tol).get()
+
+
+def _warm_device_case(cupy: Any) -> None:
+    from kplay.kernels.check import compare_on_device, expected_outputs, generate_inputs
+    from kplay.kernels.problem import Tolerance
+
+    problem = get_problem("vector_add")
+    params = {"n": 4096}
+    inputs = generate_inputs(problem, params, 1, memoise=False, xp=cupy)
+    out = expected_outputs(problem, params, 1, inputs, memoise=False)["out"]
+    compare_on_device(out.copy(), out, Tolerance(atol=1e-6, rtol=1e-6))
+    bool(cupy.array_equal(inputs["a"], inputs["a"].copy()))
 
 
 def _warm_host_checks() -> None:
