@@ -451,6 +451,7 @@
   // card's own poll (htmx, every 500 ms) is held back; where EventSource is missing, or
   // while the stream is down (it reconnects by itself, with Last-Event-ID), the poll runs.
   var streams = {};
+  var MAX_STREAMS = 4;
   // The timing bar: when (page clock) each run reached `timing`, and the largest share
   // shown so far, so that no later render can move the bar back.
   var timingSince = {};
@@ -461,6 +462,9 @@
     var id = card.getAttribute("data-run-id");
     var url = card.getAttribute("data-events-url");
     if (!window.EventSource || !url || streams[id]) return;
+    // A browser opens about six connections to one server: leave room for the rest of the
+    // page. A card over the limit polls, and takes a stream at its next render if one is free.
+    if (Object.keys(streams).length >= MAX_STREAMS) return;
     var source = new EventSource(url);
     source.kplayOpening = performance.now();
     source.addEventListener("open", function () { source.kplayOpening = null; });
