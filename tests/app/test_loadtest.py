@@ -1,4 +1,4 @@
-"""The load-test driver (bench/loadtest.py), small and fast: three learners for a few seconds
+"""The load-test driver (bench/loadtest.py), small and fast: three learners for eight seconds
 against the real app over HTTP, runs evaluated by a real local pool with a stand-in
 evaluation (bench.celery_overhead:trivial), so only the web path and the queue are timed."""
 
@@ -44,8 +44,8 @@ def server(make_settings: Callable[..., Settings]) -> Iterator[str]:
 
 def test_three_learners_read_run_and_every_run_ends(server: str, tmp_path: Path) -> None:
     out = tmp_path / "load.json"
-    argv = ["--target", server, "--learners", "3", "--duration", "5", "--drain", "8"]
-    argv += ["--arrival", "0.3", "--read-min", "0.1", "--read-max", "0.3"]
+    argv = ["--target", server, "--learners", "3", "--duration", "8", "--drain", "8"]
+    argv += ["--arrival", "0.1", "--read-min", "0.1", "--read-max", "0.3"]
     argv += ["--edit-min", "0.1", "--edit-max", "0.3", "--out", str(out)]
     assert loadtest.main(argv) == 0
     result = json.loads(out.read_text())
