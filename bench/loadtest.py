@@ -199,6 +199,7 @@ class RunRecord:
     run_s_server: float | None = None  # finished_at - started_at
     detail: str | None = None
     polls: int = 0
+    last_position: int | None = None  # what the last card said, for a run left non-final
     lost: bool = False
     error: str | None = None
 
@@ -375,7 +376,7 @@ class Learner:
             record.detail = re.sub(r"<[^>]+>", " ", response.text)[:200].strip()
             return record
         record.run_id = found.group(1)
-        self.read_card(record, response.text, at_submit=True)
+        self.read_card(record, response.text)
         html = response.text
         deadline = self.cfg.duration_s + self.cfg.drain_s
         while not card_final(html):
@@ -395,6 +396,7 @@ class Learner:
         state = STATE.search(html)
         record.final_state = state.group(1) if state else None
         if record.final_state not in FINAL:
+            record.last_position = position(html)
             return record  # left non-final: counted at the end
         record.verdict_s = time.perf_counter() - started
         await self.request(
@@ -403,17 +405,13 @@ class Learner:
         await self.measure(record)
         return record
 
-    def read_card(self, record: RunRecord, html: str, at_submit: bool) -> None:
+    def read_card(self, record: RunRecord, html: str) -> None:
+        """What the card answered to the submit said: state, place in the queue, estimate."""
         state = STATE.search(html)
         record.state_at_submit = state.group(1) if state else None
+        record.position_at_submit = position(html)
         detail = DETAIL.search(html)
-        text = detail.group(1) if detail else ""
-        ahead = AHEAD.search(text)
-        if ahead:
-            record.position_at_submit = int(ahead.group(1))
-        elif "A worker has taken the run" in text:
-            record.position_at_submit = 0
-        wait = WAIT.search(text)
+        wait = WAIT.search(detail.group(1) if detail else "")
         if wait:
             record.estimate_s = float(wait.group(1)) * UNITS[wait.group(2)]
 
@@ -434,6 +432,16 @@ class Learner:
             record.queued_s_server = started - created
         if started is not None and finished is not None:
             record.run_s_server = finished - started
+
+
+def position(html: str) -> int | None:
+    """Runs ahead, as a queued card says it; 0 once a worker has taken the run."""
+    detail = DETAIL.search(html)
+    text = detail.group(1) if detail else ""
+    ahead = AHEAD.search(text)
+    if ahead:
+        return int(ahead.group(1))
+    return 0 if "A worker has taken the run" in text else None
 
 
 def card_final(html: str) -> bool:
@@ -565,10 +573,11 @@ async def drive(cfg: Config, learners: int, rec: Recorder, load: list[float]) ->
 
 def run_test(args: argparse.Namespace) -> dict[str, Any]:
     deployment: Deployment | None = None
-    work = Path(tempfile.mkdtemp(prefix="kplay-load-"))
+    work = None
     if args.target:
         base = args.target.rstrip("/")
     else:
+        work = Path(tempfile.mkdtemp(prefix="kplay-load-"))
         server_env = dict(kv.split("=", 1) for kv in args.server_env)
         deployment = Deployment(args.mode, work, server_env)
         deployment.start()
@@ -593,8 +602,10 @@ def run_test(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         if deployment is not None:
             deployment.stop()
-            if not args.keep:
-                shutil.rmtree(work, ignore_errors=True)
+            if args.keep:
+                print(f"the server's data folder and logs: {work}", file=sys.stderr)
+            else:
+                shutil.rmtree(deployment.dir, ignore_errors=True)
     return summarise(args, cfg, rec, load, states)
 
 
@@ -679,6 +690,8 @@ def run_figures(runs: list[RunRecord], states: dict[str, int] | None) -> dict[st
             "by_backend_kind": dict(Counter(f"{r.backend} / {r.kind}" for r in accepted)),
             "lost": len(lost),
             "non_final": len(non_final),
+            # Of those, still waiting their turn by their last card (not lost: in the queue).
+            "non_final_in_queue": sum(1 for r in non_final if r.last_position),
             "db_states": states,
             "db_non_final": db_non_final,
         },
@@ -785,7 +798,8 @@ def markdown(out: dict[str, Any]) -> str:
         f"{_f(e['median_signed_rel_error'], 100)}%",
         f"runs: {r['attempted']} attempted, {r['accepted']} accepted, {r['evaluated']} "
         f"evaluated, lost {r['lost']}, "
-        f"non-final {r['non_final']} (database: {r['db_non_final']}); by state "
+        f"non-final {r['non_final']} ({r.get('non_final_in_queue', '—')} of them still in the "
+        f"queue by their last card; database: {r['db_non_final']}); by state "
         f"{r['by_final_state']}; database {r['db_states']}",
         f"429 answers {out['rate_limited_429']}; request errors {out['request_errors'] or 'none'}",
     ]
