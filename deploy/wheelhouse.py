@@ -127,13 +127,16 @@ def _see_host_packages(venv: Path) -> None:
     `--system-site-packages` shows the base interpreter's folder only; where that
     interpreter is itself a venv (GPU images often keep torch, triton and CuPy in one),
     its packages would be invisible and pip would try to install them from the house.
-    A .pth file appends those folders, after the new venv's own.
+    A .pth file adds those folders, after the new venv's own, as site folders: their own
+    .pth files run too (numba-cuda's, which makes `import numba.cuda` mean numba-cuda and
+    not the CUDA target older Numba releases still ship; a plain path line skips them).
     """
     import site
 
     found = [p for p in site.getsitepackages() if Path(p).is_dir()]
     (own,) = list((venv / "lib").glob("python3*/site-packages"))[:1]
-    (own / "zz-host-packages.pth").write_text("\n".join(found) + "\n")
+    lines = [f"import site; site.addsitedir({p!r})" for p in found]
+    (own / "zz-host-packages.pth").write_text("\n".join(lines) + "\n")
 
 
 def install(house: Path, venv: Path, editable: Path | None) -> None:
