@@ -13,7 +13,9 @@ browser would watch it:
 * poll 100 ms: the same every 100 ms.
 
 The delay of a transition is that client's time minus the event's `at`: the moment the web
-process's executor got the event from the evaluation child, before the database write.
+process's executor got the event from the evaluation child, before the database write. The
+`server` column is the stream's share of it: `at` to the moment the message left (the
+database write, the hand-over to the stream, the card's render).
 (The child's own hop to it, one message on a Unix socket, is outside the figure.) A poll
 that never shows a state (the phase was shorter than its period) misses it; misses are
 counted, not timed.
@@ -67,7 +69,7 @@ class Stream(threading.Thread):
     def __init__(self, client: httpx.Client, run_id: str) -> None:
         super().__init__(daemon=True)
         self.client, self.run_id = client, run_id
-        self.seen: list[tuple[str, float | None, float]] = []
+        self.seen: list[tuple[str, float | None, float, float]] = []
         self.opened = threading.Event()
 
     def run(self) -> None:
@@ -79,7 +81,7 @@ class Stream(threading.Thread):
                     continue
                 got = time.time()
                 data = json.loads(line[6:])
-                self.seen.append((data["state"], data.get("at"), got))
+                self.seen.append((data["state"], data.get("at"), data["sent"], got))
                 if data["final"]:
                     return
 
@@ -127,13 +129,14 @@ def one_run(base: str, cookies: httpx.Cookies, source: str) -> dict[str, Any]:
         for c in clients:
             c.close()
     at: dict[str, float] = {}
-    delays: dict[str, dict[str, float | None]] = {"stream": {}}
-    for state, when, got in stream.seen:
+    delays: dict[str, dict[str, float | None]] = {"stream": {}, "server": {}}
+    for state, when, sent, got in stream.seen:
         key = _key(state)
         if when is None or key in at:
             continue  # the state at connection, or a later detail of the same state
         at[key] = when
         delays["stream"][key] = got - when
+        delays["server"][key] = sent - when  # database write, publish, card render
     for name, poll in polls.items():
         delays[name] = {k: (poll.first[k] - at[k] if k in poll.first else None) for k in at}
     final = stream.seen[-1][0] if stream.seen else "?"
@@ -169,7 +172,7 @@ def _stats(values: list[float]) -> str:
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    names = ["stream", "poll 500 ms", "poll 100 ms"]
+    names = ["stream", "poll 500 ms", "poll 100 ms", "server"]
     head = "| transition | " + " | ".join(f"{n}: p50 / p95 / max ms (missed)" for n in names)
     lines = [head + " |", "|---" * (len(names) + 1) + "|"]
     for key in TRANSITIONS:
