@@ -16,6 +16,8 @@ import pytest
 import uvicorn
 
 from bench import loadtest
+from bench.loadtest_figures import FINAL, RunRecord, estimate_accuracy
+from bench.loadtest_sources import loop_forever
 from kplay.app.main import create_app
 from kplay.config import Settings
 from kplay.workers.limits import Limits
@@ -52,7 +54,7 @@ def warm_up(base: str) -> None:
     with httpx.Client(base_url=base, timeout=30) as client:
         url = client.post("/api/v1/runs", json=body).json()["url"]
         deadline = time.monotonic() + 120
-        while client.get(url).json()["state"] not in loadtest.FINAL:
+        while client.get(url).json()["state"] not in FINAL:
             assert time.monotonic() < deadline, "the warm-up run did not end"
             time.sleep(0.1)
 
@@ -76,7 +78,7 @@ def test_three_learners_read_run_and_every_run_ends(server: str, tmp_path: Path)
     assert runs["lost"] == 0
     assert runs["non_final"] == 0
     records = [r for r in result["run_records"] if r["run_id"]]
-    assert records and all(r["final_state"] in loadtest.FINAL for r in records)
+    assert records and all(r["final_state"] in FINAL for r in records)
     assert all(r["queued_s_server"] is not None for r in records)
     # Each learner had its own address, so no per-address limit counted them together.
     assert result["source_addresses"] is True
@@ -88,22 +90,22 @@ def test_a_loop_is_put_at_the_top_of_the_kernel_body() -> None:
         "import numba\n\n@numba.njit(\n    cache=True)\n"
         "def add(a,\n        b):  # two inputs\n    # sum them\n    return a + b\n"
     )
-    looped = loadtest.loop_forever(source)
+    looped = loop_forever(source)
     assert looped is not None
     assert "b):  # two inputs\n    # sum them\n    while True:\n        pass\n    return a + b" in (
         looped
     )
-    assert loadtest.loop_forever("x = 1\n") is None
+    assert loop_forever("x = 1\n") is None
 
 
 def test_estimate_accuracy_counts_a_queued_run_without_an_estimate_as_a_miss() -> None:
-    def record(position: int, estimate: float | None, real: float) -> loadtest.RunRecord:
-        r = loadtest.RunRecord(0, "c", "p", "numba-cpu", "correct", "n", 0.0)
+    def record(position: int, estimate: float | None, real: float) -> RunRecord:
+        r = RunRecord(0, "c", "p", "numba-cpu", "correct", "n", 0.0)
         r.run_id, r.final_state = "x" * 32, "done"
         r.position_at_submit, r.estimate_s, r.queued_s_server = position, estimate, real
         return r
 
-    found = loadtest.estimate_accuracy(
+    found = estimate_accuracy(
         [record(2, 10.0, 12.0), record(3, 10.0, 20.0), record(1, None, 5.0), record(0, None, 0.1)]
     )
     assert found["queued_runs"] == 3
