@@ -89,6 +89,9 @@ def run_test(args: argparse.Namespace) -> dict[str, Any]:
     else:
         work = Path(tempfile.mkdtemp(prefix="kplay-load-"))
         server_env = dict(kv.split("=", 1) for kv in args.server_env)
+        if args.database is not None:
+            # A server with history: its earlier runs, as a restart would find them.
+            shutil.copyfile(args.database, work / "kplay.sqlite3")
         deployment = Deployment(args.mode, work, server_env)
         deployment.start()
         base = deployment.url
@@ -155,6 +158,7 @@ def summarise(
         "elapsed_s": round(rec.now(), 1),
         "source_addresses": cfg.source_addresses,
         "server_env": args.server_env,
+        "database": str(args.database) if getattr(args, "database", None) else None,
         "cpus": os.cpu_count(),
         "loadavg_1min": {
             "samples": [round(x, 2) for x in load],
@@ -203,6 +207,12 @@ def main(argv: list[str] | None = None) -> int:
         "--raw-requests", action="store_true", help="keep every request's timing in the JSON"
     )
     parser.add_argument("--keep", action="store_true", help="keep the server's data folder")
+    parser.add_argument(
+        "--database",
+        type=Path,
+        metavar="SQLITE",
+        help="start the server on a copy of this database (one kept from an earlier run)",
+    )
     parser.add_argument(
         "--summary-of", type=Path, metavar="JSON", help="only recount the runs of a saved result"
     )
