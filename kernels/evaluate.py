@@ -90,9 +90,11 @@ def warm_up() -> None:
 
             tol = Tolerance(atol=1e-6, rtol=1e-6)
             compare_on_device(cupy.ones(4, dtype=cupy.float32), numpy.ones(4, numpy.float32), tol)
-            # And those of the check of every timed repetition, for float32 outputs.
-            ones = cupy.ones(4, dtype=cupy.float32)
-            count_on_device(ones, ones, tol).get()
+            # And those of the check of every timed repetition, for float32 outputs, in
+            # both its forms (a short output, and rows of a long one reduced in parallel).
+            for size in (4, 1 << 15):
+                ones = cupy.ones(size, dtype=cupy.float32)
+                count_on_device(ones, ones, tol).get()
 
 
 def _warm_device_case(cupy: Any) -> None:

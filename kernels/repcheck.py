@@ -21,6 +21,9 @@ from kplay.kernels.problem import Tolerance
 # On the GPU both counts travel in one int64: the wrong elements in the low 32 bits, the
 # unwritten ones above them (an output has far fewer than 2**32 elements).
 _SHIFT = 32
+# The GPU count's parallel form: at most this many rows, each of at least this many elements.
+_ROWS = 2048
+_ROW_MIN = 4096
 
 
 @lru_cache(maxsize=1)
@@ -145,7 +148,20 @@ def count_on_device(got: Any, expected: Any, tol: Tolerance) -> Any:
         got = got.astype(np.float32)
     if np.dtype(expected.dtype) == np.float16:
         expected = expected.astype(np.float32)
-    return _device_counter()(got, expected, float(tol.atol), float(tol.rtol), poison, is_float)
+    args = (float(tol.atol), float(tol.rtol), poison, is_float)
+    # A reduction to one value runs on a single block in CuPy (14 ms for 16M elements on
+    # an H200): reduce rows of a 2-D view in parallel, one block each, then add the rows.
+    n = int(got.size)
+    rows = min(_ROWS, n // _ROW_MIN)
+    if rows < 2:
+        return _device_counter()(got, expected, *args)
+    main = (n // rows) * rows
+    counts = _device_counter()(
+        got[:main].reshape(rows, -1), expected[:main].reshape(rows, -1), *args, axis=1
+    ).sum()
+    if main < n:
+        counts += _device_counter()(got[main:], expected[main:], *args)
+    return counts
 
 
 def decode(packed: int) -> tuple[int, int]:
