@@ -239,12 +239,6 @@ def _nvml() -> ModuleType | None:
     """cuda-bindings' NVML, initialised once per process; None where it cannot be."""
     if EngineSettings().force_no_gpu:
         return None
-    return _nvml_initialised()
-
-
-@lru_cache(maxsize=1)
-def _nvml_initialised() -> ModuleType | None:
-    # nvmlInit takes tens of milliseconds; a timed run reads the clocks four times.
     try:
         nvml = importlib.import_module("cuda.bindings.nvml")
         nvml.init_v2()
