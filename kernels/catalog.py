@@ -152,6 +152,13 @@ def _check_cpu_case(spec: ProblemSpec, case: Case, toml_path: Path, field: str) 
                     f"{field}.scale.params[{j}]",
                     f"{name!r} is not a positive integer parameter of the case",
                 )
+        for name, most in case.scale.most.items():
+            if name not in case.scale.params or most < int(case.params[name]):
+                raise ProblemLoadError(
+                    toml_path,
+                    f"{field}.scale.most.{name}",
+                    "names a param the case scales, at least as large as the case writes it",
+                )
     elif cpu and case.measures is None:
         raise ProblemLoadError(
             toml_path,

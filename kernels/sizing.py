@@ -8,11 +8,12 @@ was measured in DRAM. So every benchmark case meant for the `numba-cpu` backend 
 - grows with the host (`scale` in problem.toml): the loader multiplies the named params by
   one common factor, each rounded up to a multiple of `multiple_of`, until the case's
   bytes (the problem's `bytes` formula) reach LLC_MULTIPLE times the last-level cache,
-  every instance of it together (kernels.hardware). The written params are the floor. A
+  every instance of it together (kernels.cpucaches). The written params are the floor. A
   host whose cache would make a case larger than KPLAY_CPU_CASE_MAX_MB gets the largest
   case under that cap instead, and the case records that it was capped (its card says so);
-- or says in words which cache level it measures (`measures`): a compute-bound case kept in
-  L2 on purpose, whose card says where its data lives.
+- or says in words which cache level it measures (`measures`): a case kept in a cache on
+  purpose (a compute-bound one, or one whose DRAM-sized run would take too long), whose
+  card says where its data lives.
 
 The loader (kernels.catalog) replaces each scaled case by its sized copy, so the rest of
 the engine sees concrete params, and a case keeps its name on every host.

@@ -92,6 +92,11 @@ def test_only_a_case_for_the_cpu_alone_may_grow(tmp_path: Path) -> None:
     toml.write_text(text.replace('params = ["n"], multiple_of', 'params = ["m"], multiple_of'))
     with pytest.raises(ProblemLoadError, match="'m' is not a positive integer parameter"):
         load_problem(folder)
+    toml.write_text(
+        text.replace("multiple_of = 4096 }", "multiple_of = 4096, most = { n = 1024 } }")
+    )
+    with pytest.raises(ProblemLoadError, match="at least as large as the case writes it"):
+        load_problem(folder)
 
 
 # ---------------------------------------------------------------- sizing itself
