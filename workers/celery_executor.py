@@ -209,7 +209,7 @@ class CeleryExecutor(Executor):
                 return None
             if ticket.get("state") == "running":
                 return 0.0
-            picture = self._queue_picture(ticket.get("queue", ""))
+            picture = self._queue_picture(ticket.get("queue", ""), job_id)
         except redis.RedisError:
             return None
         if job_id not in picture.order:
@@ -224,13 +224,13 @@ class CeleryExecutor(Executor):
         )
         return None if estimate is None else round(estimate, 1)
 
-    def _queue_picture(self, queue: str) -> QueuePicture:
+    def _queue_picture(self, queue: str, job_id: str) -> QueuePicture:
         """What runs and waits on `queue`, read from Redis at most once a second (every
-        queued card asks, twice a second)."""
+        queued card asks, twice a second) unless `job_id` came after the last reading."""
         now = time.monotonic()
         with self._pictures_lock:
             cached = self._pictures.get(queue)
-            if cached is not None and now - cached.taken < PICTURE_TTL_S:
+            if cached is not None and now - cached.taken < PICTURE_TTL_S and job_id in cached.order:
                 return cached
         picture = QueuePicture.read(self.store, queue, now)
         with self._pictures_lock:

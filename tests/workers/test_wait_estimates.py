@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from kplay.kernels.models import RunResult, RunState
-from kplay.workers.celery_executor import QueuePicture
+from kplay.workers.celery_executor import CeleryExecutor, QueuePicture
+from kplay.workers.fleet import Heartbeat
+from kplay.workers.fleet_models import WorkerInfo
 from kplay.workers.jobstore import JobStore, connect
 from kplay.workers.local import LocalExecutor
 from kplay.workers.signing import Signer
@@ -108,3 +110,33 @@ def test_durations_are_kept_with_their_kind_and_the_queue_is_read_in_order(
     assert picture.order == {waiting[0].job_id: 0, waiting[1].job_id: 1}
     assert picture.workers == 0  # no heartbeat in this test
     assert sorted(picture.durations.samples(("vector_add", "numba-cpu"))) == [1.0, 4.0, 10.0]
+
+
+@pytest.mark.redis
+def test_a_job_queued_after_the_last_reading_gets_an_estimate_at_once(redis_base: str) -> None:
+    prefix = f"kplaytest-{uuid.uuid4().hex[:10]}"
+    executor = CeleryExecutor(f"{redis_base}/0", key_prefix=prefix, result_key=RESULT_KEY)
+    store = executor.store
+    try:
+        Heartbeat(store, WorkerInfo(id="cpu@h", kind="cpu", device="c", queues=["cpu"])).beat()
+        done = RunResult(job_id="", problem="vector_add", backend="numba-cpu", state=RunState.done)
+        for _ in range(MIN_SAMPLES):
+            j = job("x")
+            store.admit(j, "cpu", cap=0)
+            store.mark_running(j, "cpu", "cpu@h")
+            result = done.model_copy(update={"job_id": j.job_id})
+            store.finish(result, user="anonymous", queue="cpu", worker="cpu@h", duration_s=3.0)
+        running, first = job("r"), job("a")
+        for j in (running, first):
+            store.admit(j, "cpu", cap=0)
+        store.mark_running(running, "cpu", "cpu@h")
+        assert executor.wait_estimate_s(first.job_id) == pytest.approx(3.0, abs=0.2)
+        # The card of a new run is drawn right after it is queued: within the second the
+        # queue's reading is kept, it must still be counted.
+        second = job("b")
+        store.admit(second, "cpu", cap=0)
+        assert executor.wait_estimate_s(second.job_id) == pytest.approx(6.0, abs=0.2)
+    finally:
+        keys = list(store.r.scan_iter(match=f"{prefix}*", count=500))
+        if keys:
+            store.r.delete(*keys)
