@@ -7,8 +7,6 @@ and every element is compared against the reference within the problem's toleran
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +16,7 @@ import numpy as np
 from kplay.kernels import formula
 from kplay.kernels.arrays import ArrayOps, poison_value, scalar, to_numpy
 from kplay.kernels.draws import Draws, is_device_module
+from kplay.kernels.memo import Memo
 from kplay.kernels.models import CaseCheck
 from kplay.kernels.problem import Case, ProblemSpec, Tolerance
 
@@ -67,56 +66,6 @@ class PreparedCase:
     poisoned: list[str] = field(default_factory=list)
     # The seed host_inputs were generated from: with the case, it names them (see Memo).
     seed: int = 0
-
-
-class Memo:
-    """Generated inputs and reference outputs, kept for the next run of the same case.
-
-    Both are pure functions of (problem, case parameters, seed), so a warm process that
-    evaluates the same case on the same seed again reuses them instead of drawing and
-    computing tens of millions of numbers again. Only public seeds come back (a reader
-    asking to see a failing case again, RunJob.public_seeds); a real run's seeds are
-    secret and drawn per run (kernels.seeds), and its entries are never kept. Entries
-    are frozen (read-only arrays): nothing downstream may write to them. Bounded by
-    KPLAY_ENGINE_MEMO_MB (default 1024; 0 switches it off), least recently used first
-    out; an entry larger than half the budget is never kept.
-    """
-
-    def __init__(self) -> None:
-        self._entries: OrderedDict[tuple[Any, ...], tuple[dict[str, Any], int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    @staticmethod
-    def budget() -> int:
-        from kplay.config import EngineSettings
-
-        return EngineSettings().memo_budget_bytes
-
-    def get(self, key: tuple[Any, ...]) -> dict[str, Any] | None:
-        with self._lock:
-            hit = self._entries.get(key)
-            if hit is None:
-                return None
-            self._entries.move_to_end(key)
-            return dict(hit[0])
-
-    def put(self, key: tuple[Any, ...], value: dict[str, Any]) -> None:
-        for v in value.values():
-            if isinstance(v, np.ndarray):
-                v.flags.writeable = False
-        size = sum(v.nbytes for v in value.values() if isinstance(v, np.ndarray))
-        budget = self.budget()
-        if size > budget // 2:
-            return
-        with self._lock:
-            if key in self._entries:
-                return
-            self._entries[key] = (dict(value), size)
-            self._bytes += size
-            while self._bytes > budget and self._entries:
-                _, (_, dropped) = self._entries.popitem(last=False)
-                self._bytes -= dropped
 
 
 MEMO = Memo()
