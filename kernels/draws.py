@@ -162,11 +162,19 @@ def _shape(shape: int | tuple[int, ...] | list[int]) -> tuple[int, ...]:
 
 
 class Draws:
-    """The draws of one case's inputs from one seed, as arrays of `xp` (numpy or cupy)."""
+    """The draws of one case's inputs from one seed, as arrays of `xp` (numpy or cupy).
 
-    def __init__(self, seed: int, xp: Any = np) -> None:
+    With `at` (host only: a 1-D array of flat positions), every array draw gives only the
+    elements at those positions, as a 1-D array: what an elementwise problem's changed
+    input set needs (kernels.rotation), without drawing the rest.
+    """
+
+    def __init__(self, seed: int, xp: Any = np, at: np.ndarray | None = None) -> None:
         self.seed = int(seed)
         self.xp = xp
+        self.at = None if at is None else np.ascontiguousarray(at, dtype=np.int64)
+        if self.at is not None and is_device_module(xp):
+            raise ValueError("drawing at given positions is done on the host")
         self._stream = 0
         self.log: list[tuple[str, int, float, float, str]] = []  # (kind, key, a, b, dtype)
 
@@ -190,6 +198,14 @@ class Draws:
                 uniform(np.uint64(key), float(a), float(b) - float(a), out)
             else:
                 normal(np.uint64(key), float(a), float(b), out)
+        elif self.at is not None:
+            from kplay.kernels import draws_host
+
+            out = np.empty(self.at.size, dtype=inner)
+            if kind == "uniform":
+                draws_host.uniform_at(out, np.uint64(key), float(a), float(b) - float(a), self.at)
+            else:
+                draws_host.normal_at(out, np.uint64(key), float(a), float(b), self.at)
         else:
             uniform, normal, _bits = _host_kernels()
             out = np.empty(shape, dtype=inner)
@@ -257,3 +273,5 @@ def warm_up() -> None:
     f32 = np.empty(1, dtype=np.float32)
     uniform(f32, np.uint64(1), 0.0, 1.0)
     normal(f32, np.uint64(1), 0.0, 1.0)
+    sparse = Draws(1, np, at=np.zeros(1, dtype=np.int64))
+    sparse.uniform(1, 0.0, 1.0), sparse.normal(1)

@@ -49,3 +49,21 @@ def normal(out, key, mean, std):  # type: ignore[no-untyped-def]
 def bits(out, key):  # type: ignore[no-untyped-def]
     for i in range(out.size):
         out[i] = _mix(key + (np.uint64(i) + _ONE) * _G)
+
+
+@numba.njit(nogil=True, cache=True)
+def uniform_at(out, key, lo, span, at):  # type: ignore[no-untyped-def]
+    for j in range(at.size):
+        z = _mix(key + (np.uint64(at[j]) + _ONE) * _G)
+        out[j] = lo + span * (float(z >> _S40) * _UNIT)
+
+
+@numba.njit(nogil=True, cache=True)
+def normal_at(out, key, mean, std, at):  # type: ignore[no-untyped-def]
+    for j in range(at.size):
+        c = np.uint64(at[j]) * _TWO
+        a = _mix(key + (c + _ONE) * _G)
+        b = _mix(key + (c + _TWO) * _G)
+        total = (a >> _S40) + ((a >> _S16) & _LOW24) + (b >> _S40) + ((b >> _S16) & _LOW24)
+        z = (float(total) * _UNIT - 2.0) * _SQRT3
+        out[j] = mean + std * z

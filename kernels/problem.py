@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 BACKEND_KEYS = ("cuda", "numba-cuda", "triton", "numba-cpu")
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "uint32", "uint8")
@@ -169,6 +169,10 @@ class ProblemSpec(_Strict):
     tiers: list[Tier] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     exercise: bool = False
+    # Every output element depends only on the inputs' elements at the same flat index
+    # (and on scalars), and every array has one shape: the harness may then work out a
+    # changed input set's outputs where it changed only (kernels.rotation).
+    elementwise: bool = False
     # An exercise that states the same computation as another problem shares its
     # reference.py instead of carrying a copy: the slug of that problem.
     reference_from: str | None = None
@@ -195,6 +199,13 @@ class ProblemSpec(_Strict):
         if v not in CEILING_NAMES:
             raise ValueError(f"unknown ceiling {v!r}; use one of {', '.join(CEILING_NAMES)}")
         return v
+
+    @model_validator(mode="after")
+    def _elementwise_shapes(self) -> ProblemSpec:
+        shapes = {tuple(a.shape) for a in self.args if a.is_array}
+        if self.elementwise and len(shapes) > 1:
+            raise ValueError("an elementwise problem's arrays all have one shape")
+        return self
 
     # ---- accessors used by the engine
 

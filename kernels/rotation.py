@@ -141,21 +141,36 @@ class Rotation:
         problem, ops, xp = self.problem, self.ops, self.xp
         base = self.sets[0].host
         seed = seeds.derived(self.case, "variant", k)
-        fresh = generate_inputs(problem, self.params, seed, memoise=False, xp=xp)
         where = seeds.derived(self.case, "positions", k)
+        # Odd sets keep set 0's scalars: they differ from it in scattered elements only,
+        # which is what a cache keyed on a sample of the inputs misses.
+        keeps_scalars = k % 2 == 1 or all(a.is_array for a in problem.inputs)
+        shared = None
+        if problem.elementwise and xp is np and keeps_scalars:
+            # Only the changed elements are drawn, and only their outputs worked out.
+            size = next(base[a.name].size for a in problem.inputs if a.is_array)
+            shared = draws.positions(where, size, max(1, size // PATCH_DIVISOR), np)
+            fresh = problem.reference.generate(dict(self.params), draws.Draws(seed, np, shared))
+        else:
+            fresh = generate_inputs(problem, self.params, seed, memoise=False, xp=xp)
         host: dict[str, Any] = {}
         out = InputSet(k, host, {})
+        changed: dict[str, Any] = {}  # the inputs at `shared`, arrays and scalars
         for j, arg in enumerate(problem.inputs):
             if not arg.is_array:
-                # Odd sets keep set 0's scalars: they differ from it in scattered elements
-                # only, which is what a cache keyed on a sample of the inputs misses.
-                host[arg.name] = fresh[arg.name] if k % 2 == 0 else base[arg.name]
+                host[arg.name] = base[arg.name] if keeps_scalars else fresh[arg.name]
+                changed[arg.name] = host[arg.name]
                 continue
             flat0 = base[arg.name].reshape(-1)
-            size = flat0.size
-            # Sorted, each once (a scatter needs that), from a stream of the harness's own.
-            positions = draws.positions(where, size, max(1, size // PATCH_DIVISOR), xp, j)
-            values = xp.ascontiguousarray(fresh[arg.name].reshape(-1)[positions])
+            if shared is not None:
+                positions = shared
+                values = np.ascontiguousarray(fresh[arg.name], dtype=arg.dtype).reshape(-1)
+            else:
+                # Sorted, each once (a scatter needs that), from a stream of the harness's own.
+                count = max(1, flat0.size // PATCH_DIVISOR)
+                positions = draws.positions(where, flat0.size, count, xp, j)
+                values = xp.ascontiguousarray(fresh[arg.name].reshape(-1)[positions])
+            changed[arg.name] = values
             arr = base[arg.name].copy()
             arr.reshape(-1)[positions] = values
             if xp is np:
@@ -164,8 +179,23 @@ class Rotation:
             out.positions[arg.name] = ops.to_device(positions)
             out.values[arg.name] = ops.to_device(values)
             out.undo[arg.name] = ops.to_device(xp.ascontiguousarray(flat0[positions]))
-        out.expected = expected_outputs(problem, self.params, seed, host, memoise=False)
+        if shared is None:
+            out.expected = expected_outputs(problem, self.params, seed, host, memoise=False)
+        else:
+            out.expected = self._expected_at(shared, changed)
         return self._on_device(out)
+
+    def _expected_at(self, positions: np.ndarray, changed: dict[str, Any]) -> dict[str, Any]:
+        """An elementwise problem's outputs for a set that differs from set 0 at
+        `positions` only: set 0's outputs, with the reference run on those elements."""
+        there = self.problem.reference.reference(dict(changed), dict(self.params))
+        expected: dict[str, Any] = {}
+        for arg in self.problem.outputs:
+            full = np.array(self.sets[0].expected[arg.name], copy=True)
+            full.reshape(-1)[positions] = np.asarray(there[arg.name]).reshape(-1)
+            full.flags.writeable = False
+            expected[arg.name] = full
+        return expected
 
     def _on_device(self, input_set: InputSet) -> InputSet:
         if self.ops.on_gpu:

@@ -63,6 +63,19 @@ def test_scalars_and_signs_are_host_values_from_their_own_streams() -> None:
     assert again.scalar(1.5, 3.0) == x
 
 
+def test_drawing_at_positions_gives_those_elements_of_the_full_draw() -> None:
+    full, sparse = draws.Draws(21), draws.Draws(21, np, at=np.array([5, 0, 4999, 77]))
+    for _ in range(2):
+        a, b = full.uniform(5000, -2.0, 2.0), sparse.uniform(5000, -2.0, 2.0)
+        np.testing.assert_array_equal(b, a[[5, 0, 4999, 77]])
+        assert full.scalar(0.0, 1.0) == sparse.scalar(0.0, 1.0)  # scalars are the same
+        a, b = (
+            full.normal((50, 100), 1.0, 3.0, "float16"),
+            sparse.normal((50, 100), 1.0, 3.0, "float16"),
+        )
+        np.testing.assert_array_equal(b, a.reshape(-1)[[5, 0, 4999, 77]])
+
+
 def test_positions_are_sorted_distinct_and_in_range() -> None:
     pos = draws.positions(99, 10_000, 400, np, stream=2)
     assert pos.dtype == np.int64 and np.all(np.diff(pos) > 0)

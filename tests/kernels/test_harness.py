@@ -132,6 +132,43 @@ def test_input_sets_differ_from_the_first_in_scattered_elements_only() -> None:
         assert (s.host["alpha"] == base.host["alpha"]) == (s.index % 2 == 1)
 
 
+@pytest.mark.parametrize(
+    ("slug", "params"),
+    [("vector_add", {"n": 50_000}), ("cpu_triad", {"n": 50_000}),
+     ("cpu_fma_peak", {"n": 4096, "iters": 20}), ("sum", {"n": 50_000})],
+)  # fmt: skip
+def test_changed_sets_of_an_elementwise_problem_are_worked_out_where_they_changed(
+    slug: str, params: dict, monkeypatch
+) -> None:
+    """An elementwise problem's set that keeps set 0's scalars is drawn and referenced at
+    its changed elements only, and comes out as if drawn and referenced in full."""
+    problem = get_problem(slug)
+    full_draws: list[int] = []
+    real = rotation.generate_inputs
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        full_draws.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rotation, "generate_inputs", counting)
+    seeds = RunSeeds(base=7, public=False)
+    rot = rotation.Rotation(
+        problem, Case(name="c", params=params), ArrayOps(ArrayKind.numpy),
+        lambda args: None, seeds, 2**30,
+    )  # fmt: skip
+    has_scalars = any(not a.is_array for a in problem.inputs)
+    sparse = [s for s in rot.sets[1:] if problem.elementwise and (s.index % 2 or not has_scalars)]
+    assert problem.elementwise == (slug != "sum")
+    assert len(full_draws) == len(rot.sets) - len(sparse)  # set 0, and every other set
+    for s in rot.sets[1:]:
+        ref = problem.reference.reference(dict(s.host), dict(params))
+        for name, value in ref.items():
+            np.testing.assert_array_equal(value, s.expected[name])
+        arrays = [a.name for a in problem.inputs if a.is_array]
+        changed = [np.flatnonzero(s.host[n] != rot.sets[0].host[n]) for n in arrays]
+        assert all(0 < c.size <= params["n"] // rotation.PATCH_DIVISOR for c in changed)
+
+
 def _saxpy(wrong_on: int | None = None) -> Any:
     calls = {"n": 0}
 

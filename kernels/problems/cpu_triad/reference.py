@@ -19,7 +19,7 @@ def generate(params: dict, draw: Draws) -> dict:
 
 def reference(inputs: dict, params: dict) -> dict:
     xp = array_module(inputs["b"])
-    b = inputs["b"].astype(xp.float64)
-    c = inputs["c"].astype(xp.float64)
-    s = float(inputs["s"])
-    return {"a": (b + s * c).astype(xp.float32)}
+    out = inputs["c"].astype(xp.float64)  # b + s * c in float64, in one buffer
+    out *= float(inputs["s"])
+    out += inputs["b"]
+    return {"a": out.astype(xp.float32)}
