@@ -54,21 +54,30 @@ def start_in_s(
     `running` ((kind, seconds run so far) each) being evaluated now; None when unknown."""
     if workers <= 0:
         return None
+    # A queue holds a few kinds many times over: each kind's samples and mean, once.
+    seen: dict[Kind, Sequence[float]] = {}
+    means: dict[Kind, float] = {}
+
+    def found(kind: Kind) -> Sequence[float]:
+        if kind not in seen:
+            seen[kind] = samples(kind)
+        return seen[kind]
+
     free: list[float] = []
     for kind, elapsed in running:
-        found = samples(kind)
-        if not found:
+        if not found(kind):
             return None
-        free.append(remaining_s(elapsed, found, limit_s))
+        free.append(remaining_s(elapsed, found(kind), limit_s))
     # More running than workers (a worker's count is stale): the soonest ones free them.
     free = sorted(free)[:workers] + [0.0] * max(0, workers - len(free))
     heapq.heapify(free)
     for kind in ahead:
-        found = samples(kind)
-        if not found:
-            return None
+        if kind not in means:
+            if not found(kind):
+                return None
+            means[kind] = statistics.fmean(found(kind))
         soonest = heapq.heappop(free)
-        heapq.heappush(free, soonest + statistics.fmean(found))
+        heapq.heappush(free, soonest + means[kind])
     return free[0]
 
 
