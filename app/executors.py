@@ -8,21 +8,12 @@ probing for attribute names.
 
 from __future__ import annotations
 
-import logging
 from typing import Protocol, runtime_checkable
 
-from sqlalchemy import select
-from sqlalchemy.exc import SQLAlchemyError
-
-from kplay.app.db.models import Run
-from kplay.app.db.session import Database
 from kplay.config import Settings
 from kplay.kernels.models import RunJob
 from kplay.workers.executor import Executor
 from kplay.workers.fleet_models import FleetSnapshot
-from kplay.workers.waits import KEPT, Durations
-
-log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -68,35 +59,4 @@ def make_executor(settings: Settings) -> Executor:
 
     limits = Limits.from_settings(settings)
     # Positional: the pool size is the first parameter whatever its name.
-    executor = LocalExecutor(settings.pool_size, limits)
-    # The wait estimates start from the runs of before the restart, not from nothing.
-    seed_durations(executor.durations, settings.database_url)
-    return executor
-
-
-def seed_durations(durations: Durations, database_url: str, limit: int = KEPT) -> int:
-    """Add how long the latest evaluated runs in the database took (started to finished),
-    oldest first, to `durations`; returns how many. Nothing when the database cannot be read
-    (a new one is made, and migrated, before the executor)."""
-    stmt = (
-        select(Run.problem, Run.backend, Run.started_at, Run.finished_at)
-        .where(
-            Run.started_at.is_not(None),
-            Run.finished_at.is_not(None),
-            Run.state != "rejected",
-        )
-        .order_by(Run.finished_at.desc())
-        .limit(limit)
-    )
-    db = Database(database_url)
-    try:
-        with db.session() as s:
-            rows = list(s.execute(stmt))
-    except SQLAlchemyError as exc:
-        log.debug("no earlier runs to start the wait estimates from: %s", exc)
-        return 0
-    finally:
-        db.dispose()
-    for problem, backend, started, finished in reversed(rows):
-        durations.add((problem, backend), max(0.0, (finished - started).total_seconds()))
-    return len(rows)
+    return LocalExecutor(settings.pool_size, limits)
