@@ -18,8 +18,10 @@ CAP = 512 * MiB
 
 
 def _cpu_problems(monkeypatch: pytest.MonkeyPatch, llc: int) -> dict[str, object]:
-    """Every problem folder loaded as on a host whose last-level cache holds `llc` bytes."""
+    """Every problem folder loaded as on a host whose last-level cache holds `llc` bytes,
+    under the product's default cap (the test suite lowers it; see tests/conftest.py)."""
     monkeypatch.setattr(sizing, "host_llc_bytes", lambda: llc)
+    monkeypatch.setenv("KPLAY_CPU_CASE_MAX_MB", str(CAP // MiB))
     return {folder.name: load_problem(folder) for folder in problem_dirs(PROBLEMS_DIR)}
 
 
@@ -182,6 +184,7 @@ def test_cached_ceilings_over_small_arrays_are_measured_again(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("KPLAY_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("KPLAY_CPU_CASE_MAX_MB", str(CAP // MiB))  # the product's default
     monkeypatch.setattr(
         hardware,
         "cpu",
