@@ -98,6 +98,9 @@ class ArrayOps:
             import cupy
 
             return self._torch.from_dlpack(cupy.full(shape, value, dtype=dtype))
+        if self.arena is not None:  # filled in the shared memory itself
+            shared = self.arena.alloc_full(shape, np.dtype(dtype), value)
+            return shared if self.kind is ArrayKind.numpy else self._torch.from_numpy(shared)
         host = np.full(shape, value, dtype=dtype)
         return self.to_device(host)
 

@@ -57,6 +57,17 @@ class SharedArena:
             self.on_new()
         return out
 
+    def alloc_full(self, shape: tuple[int, ...], dtype: np.dtype, value: float | int) -> np.ndarray:
+        """A new segment holding an array of `shape` filled with `value` (no host copy)."""
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        seg = self._new_segment(max(count * dtype.itemsize, 1))
+        out = np.ndarray(shape, dtype=dtype, buffer=seg.mm, offset=0)
+        out.fill(value)
+        if self.on_new is not None:
+            self.on_new()
+        return out
+
     def _new_segment(self, nbytes: int) -> _Segment:
         size = -(-nbytes // _PAGE) * _PAGE
         fd = os.memfd_create(f"kplay-arg-{self._next}", os.MFD_CLOEXEC)
