@@ -189,6 +189,12 @@ def _flush() -> None:
             pass
 
 
+# Backends whose libraries take seconds to import: Triton brings torch (2-3 s of a 3-5 s
+# warm-up on a 2-vCPU host, bench/RESULTS.md). A box imports them when a job of theirs
+# arrives, so that it is ready that much sooner for every other backend's job.
+IMPORTED_ON_DEMAND = ("triton",)
+
+
 def warm_up() -> None:
     """Import what loading a learner's module needs, before the job arrives."""
     from kplay.kernels.hardware import prepare_cpu_fallbacks
@@ -198,7 +204,9 @@ def warm_up() -> None:
 
     from kplay.kernels.backends.base import registry
 
-    for cls in registry().values():
+    for key, cls in registry().items():
+        if key in IMPORTED_ON_DEMAND:
+            continue
         try:
             cls().capability()  # imports the backend's libraries where they exist
         except Exception:  # noqa: BLE001 - a backend that cannot load says so at load
