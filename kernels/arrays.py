@@ -9,19 +9,16 @@ from typing import Any
 import numpy as np
 
 from kplay.kernels.backends.base import ArrayKind
+from kplay.kernels.draws import on_device
 from kplay.kernels.shm import SharedArena
 
 # Integers cannot hold NaN: unwritten integer outputs are caught with a sentinel.
 INT_POISON = {np.dtype("int32"): -0x2BADBEEF, np.dtype("int64"): -0x2BADBEEF2BADBEEF}
 
 
-def _on_gpu(arr: Any) -> bool:
-    return type(arr).__module__.startswith("cupy")
-
-
 def to_numpy(arr: Any) -> Any:
     """A NumPy array of `arr`'s values: copied from the GPU for a CuPy array, else as is."""
-    if _on_gpu(arr):
+    if on_device(arr):
         return arr.get()
     return arr
 
@@ -53,7 +50,7 @@ class ArrayOps:
 
     def to_device(self, host: Any) -> Any:
         """A new array of the backend's kind holding `host`'s values (NumPy or CuPy)."""
-        if _on_gpu(host):
+        if on_device(host):
             return self._from_cupy(host)
         host = np.ascontiguousarray(host)
         if self.arena is not None:
@@ -114,7 +111,7 @@ class ArrayOps:
 
     def copy_from_host(self, dev: Any, host: Any) -> None:
         """Overwrite a device array in place (same buffer, new contents)."""
-        if _on_gpu(host) and self.on_gpu:
+        if on_device(host) and self.on_gpu:
             self.as_cupy(dev)[...] = host
             return
         host = np.ascontiguousarray(to_numpy(host))

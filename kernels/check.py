@@ -15,7 +15,7 @@ import numpy as np
 
 from kplay.kernels import formula
 from kplay.kernels.arrays import ArrayOps, poison_value, scalar, to_numpy
-from kplay.kernels.draws import Draws, is_device_module
+from kplay.kernels.draws import Draws, array_module, on_device
 from kplay.kernels.memo import Memo
 from kplay.kernels.models import CaseCheck
 from kplay.kernels.problem import Case, ProblemSpec, Tolerance
@@ -32,8 +32,8 @@ class InputError(RuntimeError):
 DEVICE_CASE_MIN_BYTES = 4 << 20
 
 
-def case_bytes(problem: ProblemSpec, params: dict[str, Any]) -> int:
-    """Bytes of one case's arrays: its inputs and outputs."""
+def array_bytes(problem: ProblemSpec, params: dict[str, Any]) -> int:
+    """Bytes one case's arrays hold: its inputs and outputs (not its traffic, `bytes`)."""
     total = 0
     for arg in problem.args:
         if arg.is_array:
@@ -46,7 +46,7 @@ def case_bytes(problem: ProblemSpec, params: dict[str, Any]) -> int:
 
 def home_module(problem: ProblemSpec, params: dict[str, Any], ops: ArrayOps) -> Any:
     """Where a case's inputs, reference outputs and comparisons live: cupy or numpy."""
-    if ops.on_gpu and case_bytes(problem, params) >= DEVICE_CASE_MIN_BYTES:
+    if ops.on_gpu and array_bytes(problem, params) >= DEVICE_CASE_MIN_BYTES:
         import cupy
 
         return cupy
@@ -79,13 +79,7 @@ def _memo_key(
 
 
 def _where(arrays: dict[str, Any]) -> str:
-    return "cupy" if any(is_device_module(_module(v)) for v in arrays.values()) else "numpy"
-
-
-def _module(value: Any) -> Any:
-    from kplay.kernels.draws import array_module
-
-    return array_module(value)
+    return array_module(*arrays.values()).__name__
 
 
 def expected_outputs(
@@ -135,7 +129,7 @@ def _generate(problem: ProblemSpec, params: dict[str, Any], seed: int, xp: Any) 
         if arg.name not in inputs:
             raise InputError(f"{problem.slug}: generate() did not return {arg.name!r}")
         if arg.is_array:
-            if _module(inputs[arg.name]) is not xp:
+            if array_module(inputs[arg.name]) is not xp:
                 raise InputError(
                     f"{problem.slug}: generate() returned {arg.name!r} outside the arrays "
                     "its Draws gives (draw every array with draw.uniform/draw.normal)"
@@ -299,9 +293,7 @@ def verify(
         if arg.role != "in":
             continue
         drawn = prepared.host_inputs[arg.name]
-        if is_device_module(_module(drawn)) and _inputs_intact(
-            ops, prepared.device[arg.name], drawn
-        ):
+        if on_device(drawn) and _inputs_intact(ops, prepared.device[arg.name], drawn):
             continue
         after = ops.view_on_host(prepared.device[arg.name])
         drawn = to_numpy(drawn)
@@ -321,8 +313,7 @@ def verify(
         dev = prepared.device[arg.name]
         tol = problem.tolerance[arg.dtype]
         result = None
-        on_device = is_device_module(_module(expected[arg.name]))
-        if ops.on_gpu and (on_device or _elements(dev) >= DEVICE_COMPARE_MIN):
+        if ops.on_gpu and (on_device(expected[arg.name]) or _elements(dev) >= DEVICE_COMPARE_MIN):
             result = compare_on_device(ops.as_cupy(dev), expected[arg.name], tol)
         elif not ops.on_gpu and _elements(dev) >= HOST_ONE_PASS_MIN:
             from kplay.kernels.repcheck import errors_on_host

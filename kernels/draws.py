@@ -84,10 +84,11 @@ def _round(value: float, dtype: str) -> Any:
 # ------------------------------------------------------------------ host (Numba)
 
 
-def _host_kernels():  # type: ignore[no-untyped-def]
+def _host() -> Any:
+    """The compiled host loops (kernels.draws_host), imported on first use."""
     from kplay.kernels import draws_host
 
-    return draws_host.uniform, draws_host.normal, draws_host.bits
+    return draws_host
 
 
 # ------------------------------------------------------------------ device (CuPy)
@@ -144,16 +145,20 @@ def is_device_module(xp: Any) -> bool:
     return getattr(xp, "__name__", "") == "cupy"
 
 
+def on_device(arr: Any) -> bool:
+    """Whether `arr` is a CuPy array (lives on the GPU)."""
+    return type(arr).__module__.startswith("cupy")
+
+
 def array_module(*arrays: Any) -> Any:
     """cupy when any of `arrays` lives on the GPU (a CuPy array), else numpy.
 
     What a problem's reference() calls to write one body for both places.
     """
-    for arr in arrays:
-        if type(arr).__module__.startswith("cupy"):
-            import cupy
+    if any(on_device(arr) for arr in arrays):
+        import cupy
 
-            return cupy
+        return cupy
     return np
 
 
@@ -198,22 +203,17 @@ class Draws:
                 uniform(np.uint64(key), float(a), float(b) - float(a), out)
             else:
                 normal(np.uint64(key), float(a), float(b), out)
-        elif self.at is not None:
-            from kplay.kernels import draws_host
-
-            out = np.empty(self.at.size, dtype=inner)
-            if kind == "uniform":
-                draws_host.uniform_at(out, np.uint64(key), float(a), float(b) - float(a), self.at)
-            else:
-                draws_host.normal_at(out, np.uint64(key), float(a), float(b), self.at)
         else:
-            uniform, normal, _bits = _host_kernels()
-            out = np.empty(shape, dtype=inner)
+            host = _host()
+            out = np.empty(shape if self.at is None else self.at.size, dtype=inner)
             flat = out.reshape(-1)
-            if kind == "uniform":
-                uniform(flat, np.uint64(key), float(a), float(b) - float(a))
+            first, second = (float(a), float(b) - float(a)) if kind == "uniform" else (a, b)
+            if self.at is None:
+                fill = host.uniform if kind == "uniform" else host.normal
+                fill(flat, np.uint64(key), float(first), float(second))
             else:
-                normal(flat, np.uint64(key), float(a), float(b))
+                fill = host.uniform_at if kind == "uniform" else host.normal_at
+                fill(flat, np.uint64(key), float(first), float(second), self.at)
         return out.astype(xp.float16) if dtype == "float16" else out
 
     def uniform(self, shape: Any, lo: float, hi: float, dtype: str = "float32") -> Any:
@@ -251,7 +251,7 @@ def raw_bits(seed: int, stream: int, count: int, xp: Any = np) -> Any:
         _device_kernels()[2](key, out)
         return out
     out = np.empty(int(count), dtype=np.uint64)
-    _host_kernels()[2](out, key)
+    _host().bits(out, key)
     return out
 
 
@@ -265,13 +265,7 @@ def positions(seed: int, size: int, count: int, xp: Any = np, stream: int = 0) -
 
 def warm_up() -> None:
     """Compile the host kernels (a warm process pays it once, before any job)."""
-    uniform, normal, bits = _host_kernels()
-    one = np.empty(1, dtype=np.float64)
-    uniform(one, np.uint64(1), 0.0, 1.0)
-    normal(one, np.uint64(1), 0.0, 1.0)
-    bits(np.empty(1, dtype=np.uint64), np.uint64(1))
-    f32 = np.empty(1, dtype=np.float32)
-    uniform(f32, np.uint64(1), 0.0, 1.0)
-    normal(f32, np.uint64(1), 0.0, 1.0)
-    sparse = Draws(1, np, at=np.zeros(1, dtype=np.int64))
-    sparse.uniform(1, 0.0, 1.0), sparse.normal(1)
+    raw_bits(1, 0, 1)
+    for dtype in ("float32", "float64"):
+        for draws in (Draws(1), Draws(1, np, at=np.zeros(1, dtype=np.int64))):
+            draws.uniform(1, 0.0, 1.0, dtype), draws.normal(1, 0.0, 1.0, dtype)

@@ -27,22 +27,31 @@ def _mix(z):  # type: ignore[no-untyped-def]
     return z ^ (z >> _S31)
 
 
+@numba.njit(inline="always", cache=True)
+def _uniform_at(key, i, lo, span):  # type: ignore[no-untyped-def]
+    z = _mix(key + (np.uint64(i) + _ONE) * _G)
+    return lo + span * (float(z >> _S40) * _UNIT)
+
+
+@numba.njit(inline="always", cache=True)
+def _normal_at(key, i, mean, std):  # type: ignore[no-untyped-def]
+    c = np.uint64(i) * _TWO
+    a = _mix(key + (c + _ONE) * _G)
+    b = _mix(key + (c + _TWO) * _G)
+    total = (a >> _S40) + ((a >> _S16) & _LOW24) + (b >> _S40) + ((b >> _S16) & _LOW24)
+    return mean + std * ((float(total) * _UNIT - 2.0) * _SQRT3)
+
+
 @numba.njit(nogil=True, cache=True)
 def uniform(out, key, lo, span):  # type: ignore[no-untyped-def]
     for i in range(out.size):
-        z = _mix(key + (np.uint64(i) + _ONE) * _G)
-        out[i] = lo + span * (float(z >> _S40) * _UNIT)
+        out[i] = _uniform_at(key, i, lo, span)
 
 
 @numba.njit(nogil=True, cache=True)
 def normal(out, key, mean, std):  # type: ignore[no-untyped-def]
     for i in range(out.size):
-        c = np.uint64(i) * _TWO
-        a = _mix(key + (c + _ONE) * _G)
-        b = _mix(key + (c + _TWO) * _G)
-        total = (a >> _S40) + ((a >> _S16) & _LOW24) + (b >> _S40) + ((b >> _S16) & _LOW24)
-        z = (float(total) * _UNIT - 2.0) * _SQRT3
-        out[i] = mean + std * z
+        out[i] = _normal_at(key, i, mean, std)
 
 
 @numba.njit(nogil=True, cache=True)
@@ -54,16 +63,10 @@ def bits(out, key):  # type: ignore[no-untyped-def]
 @numba.njit(nogil=True, cache=True)
 def uniform_at(out, key, lo, span, at):  # type: ignore[no-untyped-def]
     for j in range(at.size):
-        z = _mix(key + (np.uint64(at[j]) + _ONE) * _G)
-        out[j] = lo + span * (float(z >> _S40) * _UNIT)
+        out[j] = _uniform_at(key, at[j], lo, span)
 
 
 @numba.njit(nogil=True, cache=True)
 def normal_at(out, key, mean, std, at):  # type: ignore[no-untyped-def]
     for j in range(at.size):
-        c = np.uint64(at[j]) * _TWO
-        a = _mix(key + (c + _ONE) * _G)
-        b = _mix(key + (c + _TWO) * _G)
-        total = (a >> _S40) + ((a >> _S16) & _LOW24) + (b >> _S40) + ((b >> _S16) & _LOW24)
-        z = (float(total) * _UNIT - 2.0) * _SQRT3
-        out[j] = mean + std * z
+        out[j] = _normal_at(key, at[j], mean, std)

@@ -27,53 +27,43 @@ _ROW_MIN = 4096
 
 
 @lru_cache(maxsize=1)
-def _host_counter():  # type: ignore[no-untyped-def]
+def _host_judge():  # type: ignore[no-untyped-def]
     import numba
 
     @numba.njit(nogil=True, cache=False)
-    def count(got, expected, atol, rtol, poison, is_float):  # type: ignore[no-untyped-def]
+    def judge(got, expected, atol, rtol, poison, is_float):  # type: ignore[no-untyped-def]
+        # (wrong, of which unwritten, first wrong or -1, largest abs and rel error of the rest)
         bad = 0
         unwritten = 0
         first = -1
+        max_abs = 0.0
+        max_rel = 0.0
         for i in range(got.size):
             g = float(got[i])
             e = float(expected[i])
-            if abs(g - e) <= atol + rtol * abs(e):
+            diff = abs(g - e)
+            scale = abs(e)
+            if diff <= atol + rtol * scale:
+                max_abs = max(max_abs, diff)
+                max_rel = max(max_rel, diff / max(scale, 1e-30))
                 continue
             bad += 1
             if first < 0:
                 first = i
             if (is_float and g != g) or (not is_float and g == poison):
                 unwritten += 1
-        return bad, unwritten, first
+        return bad, unwritten, first, max_abs, max_rel
 
-    return count
+    return judge
 
 
-@lru_cache(maxsize=1)
-def _host_errors():  # type: ignore[no-untyped-def]
-    import numba
-
-    @numba.njit(nogil=True, cache=False)
-    def errors(got, expected, atol, rtol):  # type: ignore[no-untyped-def]
-        bad = 0
-        max_abs = 0.0
-        max_rel = 0.0
-        for i in range(got.size):
-            e = float(expected[i])
-            diff = abs(float(got[i]) - e)
-            scale = abs(e)
-            if not diff <= atol + rtol * scale:
-                bad += 1
-                continue
-            if diff > max_abs:
-                max_abs = diff
-            rel = diff / max(scale, 1e-30)
-            if rel > max_rel:
-                max_rel = rel
-        return bad, max_abs, max_rel
-
-    return errors
+def _judge(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> tuple[Any, ...]:
+    dtype = np.dtype(got.dtype)
+    is_float = dtype.kind == "f"
+    poison = 0.0 if is_float else float(poison_value(dtype))
+    return _host_judge()(
+        _numba_friendly(got), _numba_friendly(expected), tol.atol, tol.rtol, poison, is_float
+    )
 
 
 def errors_on_host(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> dict | None:
@@ -84,9 +74,7 @@ def errors_on_host(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> dic
     """
     if got.shape != expected.shape:
         return None
-    bad, max_abs, max_rel = _host_errors()(
-        _numba_friendly(got), _numba_friendly(expected), tol.atol, tol.rtol
-    )
+    bad, _unwritten, _first, max_abs, max_rel = _judge(got, expected, tol)
     if bad:
         return None
     return {"ok": True, "max_abs_err": max_abs, "max_rel_err": max_rel, "mismatches": 0}
@@ -102,12 +90,7 @@ def count_on_host(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> tupl
     """(wrong elements, of which unwritten, flat index of the first wrong one or -1)."""
     if got.shape != expected.shape:
         return got.size or 1, 0, 0
-    dtype = np.dtype(got.dtype)
-    is_float = dtype.kind == "f"
-    poison = 0.0 if is_float else float(poison_value(dtype))
-    bad, unwritten, first = _host_counter()(
-        _numba_friendly(got), _numba_friendly(expected), tol.atol, tol.rtol, poison, is_float
-    )
+    bad, unwritten, first, _abs, _rel = _judge(got, expected, tol)
     return int(bad), int(unwritten), int(first)
 
 

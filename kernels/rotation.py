@@ -31,7 +31,7 @@ from kplay.kernels import draws, repcheck
 from kplay.kernels.arrays import ArrayOps, poison_value, scalar
 from kplay.kernels.check import (
     PreparedCase,
-    case_bytes,
+    array_bytes,
     compare,
     expected_outputs,
     generate_inputs,
@@ -54,11 +54,6 @@ class RepetitionFailed(Exception):
     def __init__(self, check: CaseCheck) -> None:
         super().__init__(check.message)
         self.check = check
-
-
-def set_bytes(problem: ProblemSpec, params: dict[str, Any]) -> int:
-    """Bytes of one input set: the case's input and output arrays."""
-    return case_bytes(problem, params)
 
 
 def plan(nbytes: int, budget: int) -> tuple[int, int]:
@@ -105,7 +100,7 @@ class Rotation:
         self.problem, self.case, self.ops, self.launch_fn = problem, case, ops, launch
         self.params = dict(case.params)
         self.xp = home_module(problem, self.params, ops)
-        n_sets, n_buffers = plan(set_bytes(problem, self.params), budget_bytes)
+        n_sets, n_buffers = plan(array_bytes(problem, self.params), budget_bytes)
         self.sets = [self._base(seeds)]
         self.sets += [self._variant(seeds, k) for k in range(1, n_sets)]
         self.buffers = [self._buffers() for _ in range(n_buffers)]
