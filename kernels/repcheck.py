@@ -27,43 +27,56 @@ _ROW_MIN = 4096
 
 
 @lru_cache(maxsize=1)
-def _host_judge():  # type: ignore[no-untyped-def]
+def _host_counter():  # type: ignore[no-untyped-def]
     import numba
 
     @numba.njit(nogil=True, cache=False)
-    def judge(got, expected, atol, rtol, poison, is_float):  # type: ignore[no-untyped-def]
-        # (wrong, of which unwritten, first wrong or -1, largest abs and rel error of the rest)
+    def count(got, expected, atol, rtol, poison, is_float):  # type: ignore[no-untyped-def]
         bad = 0
         unwritten = 0
         first = -1
-        max_abs = 0.0
-        max_rel = 0.0
         for i in range(got.size):
             g = float(got[i])
             e = float(expected[i])
-            diff = abs(g - e)
-            scale = abs(e)
-            if diff <= atol + rtol * scale:
-                max_abs = max(max_abs, diff)
-                max_rel = max(max_rel, diff / max(scale, 1e-30))
+            if abs(g - e) <= atol + rtol * abs(e):
                 continue
             bad += 1
             if first < 0:
                 first = i
             if (is_float and g != g) or (not is_float and g == poison):
                 unwritten += 1
-        return bad, unwritten, first, max_abs, max_rel
+        return bad, unwritten, first
 
-    return judge
+    return count
 
 
-def _judge(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> tuple[Any, ...]:
-    dtype = np.dtype(got.dtype)
-    is_float = dtype.kind == "f"
-    poison = 0.0 if is_float else float(poison_value(dtype))
-    return _host_judge()(
-        _numba_friendly(got), _numba_friendly(expected), tol.atol, tol.rtol, poison, is_float
-    )
+# Kept apart from the count above: the per-repetition count runs on the hot path, and
+# tracking the largest errors there (a division per element) stops LLVM vectorising the
+# loop: 18 ms instead of 4.5 ms for 11M float32 elements on the 2-vCPU VM.
+@lru_cache(maxsize=1)
+def _host_errors():  # type: ignore[no-untyped-def]
+    import numba
+
+    @numba.njit(nogil=True, cache=False)
+    def errors(got, expected, atol, rtol):  # type: ignore[no-untyped-def]
+        bad = 0
+        max_abs = 0.0
+        max_rel = 0.0
+        for i in range(got.size):
+            e = float(expected[i])
+            diff = abs(float(got[i]) - e)
+            scale = abs(e)
+            if not diff <= atol + rtol * scale:
+                bad += 1
+                continue
+            if diff > max_abs:
+                max_abs = diff
+            rel = diff / max(scale, 1e-30)
+            if rel > max_rel:
+                max_rel = rel
+        return bad, max_abs, max_rel
+
+    return errors
 
 
 def errors_on_host(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> dict | None:
@@ -74,7 +87,9 @@ def errors_on_host(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> dic
     """
     if got.shape != expected.shape:
         return None
-    bad, _unwritten, _first, max_abs, max_rel = _judge(got, expected, tol)
+    bad, max_abs, max_rel = _host_errors()(
+        _numba_friendly(got), _numba_friendly(expected), tol.atol, tol.rtol
+    )
     if bad:
         return None
     return {"ok": True, "max_abs_err": max_abs, "max_rel_err": max_rel, "mismatches": 0}
@@ -90,7 +105,12 @@ def count_on_host(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> tupl
     """(wrong elements, of which unwritten, flat index of the first wrong one or -1)."""
     if got.shape != expected.shape:
         return got.size or 1, 0, 0
-    bad, unwritten, first, _abs, _rel = _judge(got, expected, tol)
+    dtype = np.dtype(got.dtype)
+    is_float = dtype.kind == "f"
+    poison = 0.0 if is_float else float(poison_value(dtype))
+    bad, unwritten, first = _host_counter()(
+        _numba_friendly(got), _numba_friendly(expected), tol.atol, tol.rtol, poison, is_float
+    )
     return int(bad), int(unwritten), int(first)
 
 

@@ -62,11 +62,13 @@ def _warm_device_case(cupy: Any) -> None:
 
 
 def _warm_host_checks() -> None:
-    """Compile the one-pass check of host outputs (kernels.repcheck) for float32."""
+    """Compile the one-pass checks of host outputs (kernels.repcheck) for float32."""
     import numpy
 
     from kplay.kernels.problem import Tolerance
-    from kplay.kernels.repcheck import count_on_host
+    from kplay.kernels.repcheck import count_on_host, errors_on_host
 
     ones = numpy.ones(4, dtype=numpy.float32)
-    count_on_host(ones, ones, Tolerance(atol=1e-6, rtol=1e-6))
+    tol = Tolerance(atol=1e-6, rtol=1e-6)
+    errors_on_host(ones, ones, tol)
+    count_on_host(ones, ones, tol)
