@@ -48,7 +48,6 @@ def _targets():  # type: ignore[no-untyped-def]
     import cupy
     import numpy as np
 
-    from kplay.kernels import launch as launch_mod
     from kplay.kernels.catalog import get_problem
     from kplay.kernels.sysinfo import gpu_facts
 
@@ -71,26 +70,14 @@ def _targets():  # type: ignore[no-untyped-def]
 
     problem = get_problem("sgemm")
     path = _project_solution(problem)
-    source = path.read_text()
-    plan = launch_mod.plan(problem.launch["cuda"], source, None)
-    spec = launch_mod.resolve(plan, {"M": size, "N": size, "K": size})
-    module = cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=[spec.kernel])
-    fn = module.get_function(spec.kernel)
-    grid = spec.grid + (1,) * (3 - len(spec.grid))
-    block = spec.block + (1,) * (3 - len(spec.block))
-
-    def project() -> None:
-        fn(
-            grid,
-            block,
-            (a, b, c, np.int32(size), np.int32(size), np.int32(size)),
-            shared_mem=spec.shared_mem_bytes,
-        )
-
+    sizes = np.int32(size), np.int32(size), np.int32(size)
+    project, name = _project_launch(
+        problem, path.read_text(), {"M": size, "N": size, "K": size}, (a, b, c, *sizes)
+    )
     targets = {
         "copy 1 GiB (float4 kernel)": (copy, "fidelity_copy"),
         "cuBLAS SGEMM 4096^3": (cublas, "gemm|xmma|cutlass|sm90"),
-        f"project SGEMM ({path.name})": (project, spec.kernel.split("<")[0]),
+        f"project SGEMM ({path.name})": (project, name),
     }
     for slug, file in SHORT_KERNELS:
         targets.update(_short_target(slug, file))
@@ -108,11 +95,27 @@ SHORT_KERNELS = (
 )
 
 
-def _short_target(slug: str, file: str):  # type: ignore[no-untyped-def]
+def _project_launch(problem, source: str, params: dict, args: tuple):  # type: ignore[no-untyped-def]
+    """A project CUDA kernel compiled as the problem launches it: (launch, ncu kernel regex)."""
     import cupy
 
-    from kplay.kernels import formula
     from kplay.kernels import launch as launch_mod
+
+    plan = launch_mod.plan(problem.launch["cuda"], source, None)
+    spec = launch_mod.resolve(plan, params)
+    module = cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=[spec.kernel])
+    fn = module.get_function(spec.kernel)
+    grid = spec.grid + (1,) * (3 - len(spec.grid))
+    block = spec.block + (1,) * (3 - len(spec.block))
+
+    def run() -> None:
+        fn(grid, block, args, shared_mem=spec.shared_mem_bytes)
+
+    return run, spec.kernel.split("<")[0]
+
+
+def _short_target(slug: str, file: str):  # type: ignore[no-untyped-def]
+    from kplay.kernels import formula
     from kplay.kernels.arrays import ArrayOps
     from kplay.kernels.backends.base import ArrayKind
     from kplay.kernels.catalog import get_problem
@@ -120,21 +123,12 @@ def _short_target(slug: str, file: str):  # type: ignore[no-untyped-def]
     from kplay.kernels.perf import benchmark_case
 
     problem = get_problem(slug)
-    source = problem.solution_path("correct", file).read_text()
     case = benchmark_case(problem, "cuda")
-    plan = launch_mod.plan(problem.launch["cuda"], source, None)
-    spec = launch_mod.resolve(plan, dict(case.params))
-    module = cupy.RawModule(code=source, options=("-std=c++17",), name_expressions=[spec.kernel])
-    fn = module.get_function(spec.kernel)
-    grid = spec.grid + (1,) * (3 - len(spec.grid))
-    block = spec.block + (1,) * (3 - len(spec.block))
     args = tuple(prepare(problem, case, ArrayOps(ArrayKind.cupy), seed=1).args)
-
-    def run() -> None:
-        fn(grid, block, args, shared_mem=spec.shared_mem_bytes)
-
+    source = problem.solution_path("correct", file).read_text()
+    run, name = _project_launch(problem, source, dict(case.params), args)
     mib = formula.evaluate(problem.bytes, case.params) / 2**20
-    return {f"{file} ({case.name}, {mib:.0f} MiB moved)": (run, spec.kernel.split("<")[0])}
+    return {f"{file} ({case.name}, {mib:.0f} MiB moved)": (run, name)}
 
 
 def _project_solution(problem):  # type: ignore[no-untyped-def]
