@@ -65,11 +65,16 @@ def test_a_big_cache_caps_the_cases_and_they_say_so(monkeypatch: pytest.MonkeyPa
             assert at_most or sizing_.bytes > CAP * 0.99, (slug, sizing_.bytes / MiB)
 
 
-def test_a_cpu_case_of_fixed_size_must_name_its_level(tmp_path: Path) -> None:
+def _vector_add_copy(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A copy of vector_add's folder to edit: (folder, its problem.toml, the toml's text)."""
     folder = tmp_path / "vector_add"
     shutil.copytree(PROBLEMS_DIR / "vector_add", folder)
     toml = folder / "problem.toml"
-    text = toml.read_text()
+    return folder, toml, toml.read_text()
+
+
+def test_a_cpu_case_of_fixed_size_must_name_its_level(tmp_path: Path) -> None:
+    folder, toml, text = _vector_add_copy(tmp_path)
     line = 'scale = { params = ["n"], multiple_of = 4096 }\n'
     assert line in text
     toml.write_text(text.replace(line, ""))
@@ -82,10 +87,7 @@ def test_a_cpu_case_of_fixed_size_must_name_its_level(tmp_path: Path) -> None:
 
 
 def test_only_a_case_for_the_cpu_alone_may_grow(tmp_path: Path) -> None:
-    folder = tmp_path / "vector_add"
-    shutil.copytree(PROBLEMS_DIR / "vector_add", folder)
-    toml = folder / "problem.toml"
-    text = toml.read_text()
+    folder, toml, text = _vector_add_copy(tmp_path)
     old = 'backends = ["numba-cpu"]\nscale'
     assert old in text
     toml.write_text(text.replace(old, 'backends = ["numba-cpu", "cuda"]\nscale'))
