@@ -71,10 +71,12 @@ def _runs_here(backend: str) -> bool:
     return get_backend(backend).capability() is not Capability.compile_only
 
 
-# Where a backend can only compile (CUDA C++ without a GPU), a wrong solution cannot be told
-# from a right one: those cases of the wrongness check are GPU tests.
+# CUDA C++ has no simulator: without a GPU it only compiles, and a wrong solution cannot be
+# told from a right one. Its cases of the wrongness check are GPU tests on every machine, so
+# that `pytest -m gpu` on a GPU host runs them.
+RUNS_ONLY_ON_A_GPU = {"cuda"}
 WRONG_RUN = [
-    pytest.param(*w, id=i, marks=() if _runs_here(w[1]) else pytest.mark.gpu)
+    pytest.param(*w, id=i, marks=pytest.mark.gpu if w[1] in RUNS_ONLY_ON_A_GPU else ())
     for w, i in zip(WRONG, _ids(WRONG), strict=True)
 ]
 WRONG_COMPILE_ONLY = [w for w in WRONG if not _runs_here(w[1])]
