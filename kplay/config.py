@@ -192,6 +192,14 @@ class WorkerSettings(EngineSettings):
         description="How long a fresh evaluation child may take to import its libraries and "
         "warm up",
     )
+    child_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="Niceness of evaluation children and learner boxes (0-19): on a host "
+        "that also serves pages, runs get the CPU the web server leaves (0: the same "
+        "priority as their parent)",
+    )
     jobs_per_child: int | None = Field(
         default=500,
         gt=0,

@@ -79,6 +79,8 @@ class Limits(BaseModel):
     # RLIMIT_AS on top of the watchdog. CUDA reserves address space far beyond what it
     # touches, so "auto" uses it only where there is no CUDA GPU.
     address_space_limit: Literal["auto", "on", "off"] = "auto"
+    # Scheduling niceness (0-19) the child starts with; learner code cannot lower it.
+    niceness: int = Field(default=_DEFAULTS["child_nice"].default, ge=0, le=19)
     # Bytes a job may write to stdout and stderr together before it is stopped.
     output_bytes: int = Field(default=1 * MIB, gt=0)
     # How much of the end of that output comes back in RunResult.output_tail.
@@ -109,6 +111,7 @@ class Limits(BaseModel):
             "wall_timeout_s": settings.job_timeout_s,
             "start_timeout_s": settings.child_start_timeout_s,
             "jobs_per_child": settings.jobs_per_child,
+            "niceness": settings.child_nice,
         }
         return cls.model_validate({**values, **overrides})
 
@@ -153,6 +156,10 @@ def apply_static_limits(limits: Limits) -> None:
     raise them again, so learner code cannot lift these for itself or for later jobs.
     """
     _set(resource.RLIMIT_CORE, 0)
+    # Nicer, never less nice: an unprivileged process cannot take a lower niceness back
+    # (RLIMIT_NICE is 0 for it), so neither can the learner's code after this.
+    if limits.niceness > os.getpriority(os.PRIO_PROCESS, 0):
+        os.setpriority(os.PRIO_PROCESS, 0, limits.niceness)
     if limits.file_bytes is not None:
         _set(resource.RLIMIT_FSIZE, limits.file_bytes)
     if limits.max_processes is not None:

@@ -117,6 +117,20 @@ def cpu_budget(_: str) -> Seen:
     return {"ok": True, "soft": soft, "used": usage.ru_utime + usage.ru_stime}
 
 
+def niceness(_: str) -> Seen:
+    """The scheduling niceness this job runs at."""
+    return {"ok": True, "nice": os.getpriority(os.PRIO_PROCESS, 0)}
+
+
+def renice_down(_: str) -> Seen:
+    """Take back the niceness the job was given, to win the CPU from the web server."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 0)
+    except OSError as exc:
+        return {**_failure(exc), "nice": os.getpriority(os.PRIO_PROCESS, 0)}
+    return {"ok": True, "nice": os.getpriority(os.PRIO_PROCESS, 0)}
+
+
 def burn_in_children(arg: str) -> Seen:
     """Raise the soft CPU limit, then burn CPU in subprocesses, where RLIMIT_CPU counts
     each process apart: only the parent's measure of the whole box can stop it."""
@@ -195,6 +209,8 @@ ATTEMPTS: dict[str, Callable[[str], Seen]] = {
     "raise-soft-cpu": raise_soft_cpu,
     "cpu-budget": cpu_budget,
     "burn-in-children": burn_in_children,
+    "niceness": niceness,
+    "renice-down": renice_down,
     "background": background,
     "compile-and-hang": compile_and_hang,
     "syscalls": syscalls,

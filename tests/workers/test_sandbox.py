@@ -188,6 +188,14 @@ def test_cpu_burnt_in_subprocesses_counts_against_the_job() -> None:
         assert time.monotonic() - started < wall
 
 
+def test_a_job_runs_nicer_than_the_server_and_cannot_take_that_back(pool: WorkerPool) -> None:
+    assert LIMITS.niceness > 0
+    assert attempt(pool, "niceness:")["nice"] >= LIMITS.niceness
+    tried = attempt(pool, "renice-down:")
+    assert tried["ok"] is False, tried
+    assert tried["nice"] >= LIMITS.niceness
+
+
 # ---------------------------------------------------------------- leftovers
 
 
