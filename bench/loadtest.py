@@ -17,8 +17,9 @@ per-address run-start limits count each learner apart, as they would count a cla
 separate machines. A learner arrives within the first `--arrival` seconds, opens the table
 of contents and the first chapter with every static asset the page names (later pages only
 revalidate them, If-None-Match), reads, and runs each cell of the chapter as the page does:
-a POST of the editor's source with HX-Request, then the card polled every 500 ms until it is
-final, then the cell's history. Sources are real: the problem's starter, a correct or a wrong
+a POST of the editor's source with HX-Request, then the run's event stream read until the
+card is final (`--follow poll`: the card polled every 500 ms, the page's fallback), then the
+cell's history. Sources are real: the problem's starter, a correct or a wrong
 solution from kernels/problems/<slug>/, or a correct one with a loop that never ends inserted
 at the top of the kernel (it hits the time limit; CUDA C++ is only compiled here, so for it a
 wrong solution stands in). A learner whose run was not correct tries again, at most three
@@ -106,6 +107,7 @@ def run_test(args: argparse.Namespace) -> dict[str, Any]:
         edit_s=(args.edit_min, args.edit_max),
         source_addresses=loopback and not args.one_address,
         seed=args.seed,
+        follow=args.follow,
     )
     rec = Recorder()
     load: list[float] = [os.getloadavg()[0]]
@@ -201,6 +203,13 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         metavar="KPLAY_X=V",
         help="a setting for the started server (and worker); repeatable",
+    )
+    parser.add_argument(
+        "--follow",
+        choices=["stream", "poll"],
+        default="stream",
+        help="how a learner follows its run's card: the event stream, as the page does "
+        "(default), or the card's 500 ms poll, the page's fallback",
     )
     parser.add_argument("--out", type=Path, help="write the JSON here")
     parser.add_argument(

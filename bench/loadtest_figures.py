@@ -30,6 +30,7 @@ class RunRecord:
     run_s_server: float | None = None  # finished_at - started_at
     detail: str | None = None
     polls: int = 0
+    events: int = 0  # card messages read from the run's event stream
     last_position: int | None = None  # what the last card said, for a run left non-final
     lost: bool = False
     error: str | None = None

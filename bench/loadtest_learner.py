@@ -4,6 +4,7 @@ and the recorder of every request and run."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import re
 import time
@@ -65,6 +66,7 @@ class Config:
     edit_s: tuple[float, float]
     source_addresses: bool
     seed: int
+    follow: str = "stream"  # "stream": the run's event stream, as the page; "poll": the card
 
 
 class Learner:
@@ -204,6 +206,10 @@ class Learner:
         self.read_card(record, response.text)
         html = response.text
         deadline = self.cfg.duration_s + self.cfg.drain_s
+        if self.cfg.follow == "stream":
+            html = await self.follow_stream(record, html, deadline)
+            if record.lost:
+                return record
         while not card_final(html):
             if self.rec.now() >= deadline:
                 break
@@ -229,6 +235,43 @@ class Learner:
         )
         await self.measure(record)
         return record
+
+    async def follow_stream(self, record: RunRecord, html: str, deadline: float) -> str:
+        """The card as the page follows it: the run's event stream, reconnecting with
+        Last-Event-ID when a stream ends before the final state (the server closes each
+        after a minute). Returns the last card; the poll loop takes over if the time is up.
+        The time to the stream's response headers is recorded as an "events" request."""
+        last_id: str | None = None
+        url = f"/api/v1/runs/{record.run_id}/events"
+        while not card_final(html) and self.rec.now() < deadline:
+            headers = {"Last-Event-ID": last_id} if last_id else {}
+            t, start = self.rec.now(), time.perf_counter()
+            try:
+                async with self.client.stream("GET", url, headers=headers) as response:
+                    self.rec.add("events", t, (time.perf_counter() - start) * 1000, response)
+                    if response.status_code == 404:
+                        record.lost = True
+                        record.error = "events 404"
+                        return html
+                    if response.status_code == 200:
+                        data: list[str] = []
+                        async for line in response.aiter_lines():
+                            if line.startswith("id:"):
+                                last_id = line[3:].strip()
+                            elif line.startswith("data:"):
+                                data.append(line[5:].lstrip())
+                            elif not line and data:
+                                message = json.loads("\n".join(data))
+                                data = []
+                                record.events += 1
+                                html = message.get("html") or html
+                                if message.get("final"):
+                                    return html
+            except httpx.HTTPError as exc:
+                self.rec.add("events", t, (time.perf_counter() - start) * 1000, None)
+                self.rec.errors[f"events: {type(exc).__name__}"] += 1
+            await asyncio.sleep(POLL_S)  # the browser's reconnect delay (retry: 500)
+        return html
 
     def read_card(self, record: RunRecord, html: str) -> None:
         """What the card answered to the submit said: state, place in the queue, estimate."""

@@ -80,6 +80,10 @@ def test_three_learners_read_run_and_every_run_ends(server: str, tmp_path: Path)
     records = [r for r in result["run_records"] if r["run_id"]]
     assert records and all(r["final_state"] in FINAL for r in records)
     assert all(r["queued_s_server"] is not None for r in records)
+    # Followed as the page follows a card: by the run's event stream, never by polling.
+    assert requests["events"]["requests"] > 0 and requests["events"]["failed"] == 0
+    assert all(r["events"] > 0 for r in records if r["state_at_submit"] not in FINAL)
+    assert sum(r["polls"] for r in records) == 0
     # Each learner had its own address, so no per-address limit counted them together.
     assert result["source_addresses"] is True
     assert {r["learner"] for r in records} == {0, 1, 2}
