@@ -99,15 +99,16 @@ class _Flusher:
         dev = cupy.cuda.Device()
         l2 = int(dev.attributes.get("L2CacheSize", 50 * 2**20))
         self.nbytes = max(2 * l2, 256 * 2**20)
-        self.buf = cupy.zeros(self.nbytes // 16, dtype=cupy.uint64).reshape(-1, 2)
+        # Rows of 16 bytes, one uint4 each: the kernel reads exactly the buffer's rows.
+        self.words = self.nbytes // 16
+        self.buf = cupy.zeros((self.words, 2), dtype=cupy.uint64)
         self.sink = cupy.zeros(1, dtype=cupy.uint32)
         self.kernel = cupy.RawKernel(_SWEEP_SRC, "kplay_l2_sweep")
         sms = int(dev.attributes.get("MultiProcessorCount", 132))
         self.grid = (sms * 4,)
 
     def flush(self) -> None:
-        n = np.uint64(self.nbytes // 16)
-        self.kernel(self.grid, (512,), (self.buf, n, self.sink))
+        self.kernel(self.grid, (512,), (self.buf, np.uint64(self.buf.shape[0]), self.sink))
 
 
 _FLUSHER: _Flusher | None = None
