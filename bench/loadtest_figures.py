@@ -7,7 +7,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-FINAL = {"done", "wrong", "compile_error", "runtime_error", "timeout", "rejected", "suspicious"}
+FINAL = {
+    "done", "wrong", "compile_error", "runtime_error", "timeout", "rejected", "suspicious",
+    "compiled",
+}  # fmt: skip
 
 
 @dataclass

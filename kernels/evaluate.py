@@ -189,9 +189,15 @@ def _evaluate_in(
         return run.result(RunState.compile_error, first, compile=stage, system=system)
     if kernel is None or cap is Capability.compile_only or job.mode == "compile":
         reason = backend.untimed_reason() or "compile-only run requested"
+        message = (
+            f"Compiled, not checked: this machine has no GPU to run {backend.title}, so "
+            "whether the kernel is right is not known."
+            if cap is Capability.compile_only
+            else "Compiled, not checked: a compile-only run."
+        )
         return run.result(
-            RunState.done,
-            f"{reason[0].upper()}{reason[1:]}." if cap is Capability.compile_only else "Compiled.",
+            RunState.compiled,
+            message,
             compile=stage,
             timing=TimingStage(timed=False, untimed_reason=reason),
             system=system,

@@ -26,6 +26,9 @@ class RunState(StrEnum):
     rejected = "rejected"
     # Checked and timed, but faster than the device it ran on allows: kept out of rankings.
     suspicious = "suspicious"
+    # Compiled and never executed: nothing was checked or timed (CUDA C++ on a machine
+    # without a GPU, or a run that asked to compile only). Never taken for correct.
+    compiled = "compiled"
 
     @property
     def is_final(self) -> bool:
@@ -41,6 +44,7 @@ FINAL_STATES = frozenset(
         RunState.timeout,
         RunState.rejected,
         RunState.suspicious,
+        RunState.compiled,
     }
 )
 

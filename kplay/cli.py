@@ -63,9 +63,23 @@ def render_result(result) -> str:  # type: ignore[no-untyped-def]
     return "\n".join(lines)
 
 
+# `kplay run`'s exit status: 0 correct, 3 compiled but not checked (nothing known of its
+# correctness: no GPU for CUDA C++, or --mode compile), 1 anything else (wrong, errors,
+# timeout, a time beyond the device); 2 a bad command line or file (EXIT_BAD_INPUT).
+EXIT_CORRECT, EXIT_FAILED, EXIT_NOT_CHECKED = 0, 1, 3
+
+
+def exit_code(state) -> int:  # type: ignore[no-untyped-def]
+    from kplay.kernels.models import RunState
+
+    if state is RunState.done:
+        return EXIT_CORRECT
+    return EXIT_NOT_CHECKED if state is RunState.compiled else EXIT_FAILED
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from kplay.kernels.catalog import get_problem
-    from kplay.kernels.models import RunJob, RunState
+    from kplay.kernels.models import RunJob
 
     path = Path(args.file)
     if not path.is_file():
@@ -104,7 +118,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(result.model_dump_json(indent=2))
     else:
         print(render_result(result))
-    return 0 if result.state is RunState.done else 1
+    return exit_code(result.state)
 
 
 def _run_isolated(job, timeout: float, quiet: bool):  # type: ignore[no-untyped-def]
@@ -203,7 +217,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kplay", description="Kernel Playground")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="check and time a kernel file against a problem")
+    run = sub.add_parser(
+        "run",
+        help="check and time a kernel file against a problem",
+        epilog="exit status: 0 correct, 1 not (wrong, an error, a timeout), 3 compiled but "
+        "not checked (CUDA C++ without a GPU, or --mode compile)",
+    )
     run.add_argument("file")
     run.add_argument("--problem", required=True)
     run.add_argument("--backend", choices=list(SUFFIXES))

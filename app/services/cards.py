@@ -28,6 +28,8 @@ VERDICTS = {
     "rejected": ("Rejected", "warn"),
     # Checked and timed, but faster than the device allows: shown, never ranked.
     "suspicious": ("Faster than the device allows", "warn"),
+    # Compiled and never executed: neither right nor wrong is known.
+    "compiled": ("Compiled, not checked", "warn"),
 }
 
 
@@ -148,8 +150,11 @@ def steps_for(state: str, result: RunResult | None) -> list[Step]:
     if not is_final(state):
         at = keys.index(state) if state in keys else 0
         status = ["done" if i < at else "active" if i == at else "todo" for i in range(len(keys))]
+    elif state == "compiled":
+        status = ["done", "done", "skipped", "skipped"]
     elif state == "done":
-        # Compile-only runs skip the check; simulated ones skip the timing.
+        # Simulated runs skip the timing (and runs stored before the `compiled` state, which
+        # ended `done` when only compiled, skip the check as well).
         checked = result is None or result.check is not None
         timed = result is None or (result.timing is not None and result.timing.timed)
         status = ["done", "done", "done" if checked else "skipped", "done" if timed else "skipped"]
@@ -257,7 +262,7 @@ def _says_nothing_new(message: str, *known: str | None) -> bool:
 
 
 def _timing(card: RunCard, result: RunResult) -> None:
-    if result.state is RunState.done:
+    if result.state in (RunState.done, RunState.compiled):
         card.untimed = _untimed_label(result)
         reason = result.timing.untimed_reason if result.timing else None
         if card.untimed and card.message and _says_nothing_new(card.message, card.verdict, reason):

@@ -62,6 +62,20 @@ def test_good_kernel_runs_and_reports_json(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
 
 
+def test_a_kernel_only_compiled_exits_apart_from_correct_and_wrong(tmp_path: Path) -> None:
+    """`--mode compile` (as CUDA C++ without a GPU): 3, never the 0 of a correct kernel."""
+    src = tmp_path / "add.numba_cpu.py"
+    src.write_text(GOOD_CPU)
+    proc = _kplay("run", str(src), "--problem", "vector_add", "--mode", "compile")
+    assert proc.returncode == 3, (proc.stdout, proc.stderr)
+    assert proc.stdout.startswith("COMPILED") and "not checked" in proc.stdout
+    wrong = tmp_path / "wrong.numba_cpu.py"
+    wrong.write_text(GOOD_CPU.replace("a[i] + b[i]", "a[i] - b[i]"))
+    assert "a[i] - b[i]" in wrong.read_text()
+    proc = _kplay("run", str(wrong), "--problem", "vector_add", "--mode", "check")
+    assert proc.returncode == 1 and proc.stdout.startswith("WRONG")
+
+
 def test_syntax_error_names_the_line(tmp_path: Path) -> None:
     src = tmp_path / "bad.numba_cpu.py"
     src.write_text("import numba\n\n@numba.njit\ndef vector_add(a, b, out, n)\n    pass\n")

@@ -140,6 +140,27 @@ def test_compile_only_run_says_so(client: TestClient) -> None:
     assert 'step-skipped"><span class="step-dot" aria-hidden="true"></span>Check' in html
 
 
+def only_compiled(job: RunJob) -> RunResult:
+    """What the engine ends a CUDA C++ run with on a machine without a GPU."""
+    return untimed("compile-only", "compiled, not run: this machine has no GPU")(job).model_copy(
+        update={
+            "state": RunState.compiled,
+            "message": "Compiled, not checked: this machine has no GPU to run CUDA C++, so "
+            "whether the kernel is right is not known.",
+        }
+    )
+
+
+@pytest.mark.parametrize("executor", [FakeExecutor(script=only_compiled)])
+def test_a_run_only_compiled_is_never_shown_as_correct(client: TestClient) -> None:
+    html = post(client).text
+    assert "Compiled, not checked" in html and "Correct" not in html
+    assert "whether the kernel is right is not known" in html
+    for step in ("Check", "Time"):
+        assert f'step-skipped"><span class="step-dot" aria-hidden="true"></span>{step}' in html
+    assert 'data-final="true"' in html
+
+
 def test_a_message_that_repeats_the_verdict_is_not_shown_twice() -> None:
     from kplay.app.db.models import Run
     from kplay.app.services.cards import build_card

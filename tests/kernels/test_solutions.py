@@ -57,13 +57,16 @@ def test_borrowed_solutions_are_checked_as_the_borrowers_own() -> None:
 @pytest.mark.parametrize("slug,backend,path", CORRECT, ids=_ids(CORRECT))
 def test_correct_solution_passes(slug: str, backend: str, path: str) -> None:
     result = evaluate(_job(slug, backend, path))
-    assert result.state is RunState.done, f"{result.state}: {result.message}"
     cap = get_backend(backend).capability()
     if cap is Capability.compile_only:
+        # Compiled, never checked: its own state, not `done`.
+        assert result.state is RunState.compiled, f"{result.state}: {result.message}"
+        assert "not checked" in (result.message or "")
         assert result.compile and result.compile.resources, "no resource report"
         assert result.timing and not result.timing.timed
         assert "not run" in (result.timing.untimed_reason or "")
     else:
+        assert result.state is RunState.done, f"{result.state}: {result.message}"
         assert result.check and result.check.ok and result.check.cases
 
 
@@ -89,7 +92,7 @@ def test_wrong_solution_without_a_gpu_is_only_compiled(slug: str, backend: str, 
     """What is really checked on such a machine: it compiles, with a resource report, and is
     plainly marked as not run (never as correct or timed)."""
     result = evaluate(_job(slug, backend, path))
-    assert result.state is RunState.done, f"{result.state}: {result.message}"
+    assert result.state is RunState.compiled, f"{result.state}: {result.message}"
     assert result.compile and result.compile.ok and result.compile.resources
     assert result.check is None or not result.check.cases
     assert result.timing and not result.timing.timed
