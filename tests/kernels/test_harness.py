@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from kplay.kernels import cpucaches, hardware, plausibility, repcheck, rotation, timing
-from kplay.kernels.arrays import ArrayOps
+from kplay.kernels.arrays import ArrayOps, bits_dtype, poison_bits
 from kplay.kernels.backends.base import ArrayKind
 from kplay.kernels.catalog import PROBLEMS_DIR, ProblemLoadError, get_problem, load_problem
 from kplay.kernels.models import Ceilings, RunJob, TimingStage
@@ -272,8 +272,10 @@ def test_the_repetition_check_counts_wrong_and_unwritten_elements() -> None:
     got = expected.copy()
     assert repcheck.count_on_host(got, expected, tol) == (0, 0, -1)
     got[10] += 1
-    got[20:23] = np.nan
+    got.view(np.int32)[20:23] = poison_bits(np.float32)  # the poison, bit for bit
     assert repcheck.count_on_host(got, expected, tol) == (4, 3, 10)
+    got[30] = np.nan  # a NaN the kernel wrote: wrong, but not unwritten
+    assert repcheck.count_on_host(got, expected, tol) == (5, 3, 10)
     ints = np.arange(10, dtype=np.int32)
     stale = ints.copy()
     stale[4] = -0x2BADBEEF  # the integer poison
@@ -291,10 +293,16 @@ def test_the_device_check_agrees_with_the_host_one() -> None:
         exp = expected.astype(dtype)
         got = exp.copy()
         got[3, 7] = got[3, 7] + 50
-        got[9, 1] = np.nan if np.dtype(dtype).kind == "f" else -0x2BADBEEF
+        got.view(bits_dtype(dtype))[9, 1] = poison_bits(dtype)  # never written
+        # A written NaN: wrong, not unwritten (float16 is widened on the device, where a
+        # NaN's bits may not survive: there only the poison itself is asked about).
+        written_nan = dtype in (np.float32, np.float64)
+        if written_nan:
+            got[0, 0] = np.nan
         packed = repcheck.count_on_device(cupy.asarray(got), cupy.asarray(exp), tol)
         on_host = repcheck.count_on_host(got, exp, tol)
-        assert repcheck.decode(int(packed.get())) == on_host[:2] == (2, 1), dtype
+        wrong = 3 if written_nan else 2
+        assert repcheck.decode(int(packed.get())) == on_host[:2] == (wrong, 1), dtype
 
 
 # ---------------------------------------------------------------- seeds
