@@ -15,6 +15,7 @@ import numpy as np
 
 from kplay.kernels import formula
 from kplay.kernels.arrays import ArrayOps, poison_value, scalar, to_numpy
+from kplay.kernels.diagnose import at, diagnose, number
 from kplay.kernels.draws import Draws, array_module, on_device
 from kplay.kernels.memo import Memo
 from kplay.kernels.models import CaseCheck
@@ -189,13 +190,23 @@ def reset_outputs(prepared: PreparedCase, ops: ArrayOps, problem: ProblemSpec) -
             ops.copy_from_host(prepared.device[arg.name], prepared.host_inputs[arg.name])
 
 
-def compare(name: str, got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> dict[str, Any]:
+def compare(
+    name: str,
+    got: np.ndarray,
+    expected: np.ndarray,
+    tol: Tolerance,
+    inputs: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Elementwise |got - expected| <= atol + rtol * |expected|; NaN never passes.
 
     Written with in-place operations: on a large benchmark case this runs after every
-    timed run, and its passes over memory are most of the re-check's cost.
+    timed run, and its passes over memory are most of the re-check's cost. A mismatch is
+    worded by kernels.diagnose (`inputs`, the case's inputs, help it name a cause).
     """
-    got64 = np.asarray(to_numpy(got), dtype=np.float64)
+    got = to_numpy(got)
+    # The poison is a signalling NaN: widening it raises the invalid flag, not an error.
+    with np.errstate(invalid="ignore"):
+        got64 = np.asarray(got, dtype=np.float64)
     exp64 = np.asarray(to_numpy(expected), dtype=np.float64)
     if got64.shape != exp64.shape:
         return {"ok": False, "message": f"{name} has shape {got64.shape}, expected {exp64.shape}"}
@@ -219,7 +230,8 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, tol: Tolerance) ->
     worst_rel = float(rel.max()) if rel.size else None
     idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape))
     g, e = float(got64[idx]), float(exp64[idx])
-    unwritten = " (never written: still NaN)" if np.isnan(g) else ""
+    found = diagnose(name, np.asarray(got), got64, exp64, bad, tol, inputs)
+    told = f" {found.text}" if found.text else ""
     return {
         "ok": False,
         "max_abs_err": worst_abs,
@@ -229,9 +241,10 @@ def compare(name: str, got: np.ndarray, expected: np.ndarray, tol: Tolerance) ->
         "expected": e,
         "got": g,
         "message": (
-            f"{name}{list(idx)}: expected {e:.7g}, got {g:.7g}{unwritten}; "
-            f"{nbad} of {bad.size} elements wrong"
+            f"{at(name, idx)}: expected {number(e)}, got {number(g)}; "
+            f"{nbad} of {bad.size} elements wrong.{told}"
         ),
+        "grid": found.grid,
     }
 
 
@@ -320,7 +333,9 @@ def verify(
 
             result = errors_on_host(ops.view_on_host(dev), expected[arg.name], tol)
         if result is None:
-            result = compare(arg.name, ops.to_host(dev), expected[arg.name], tol)
+            result = compare(
+                arg.name, ops.to_host(dev), expected[arg.name], tol, prepared.host_inputs
+            )
         result["output"] = arg.name
         if not result["ok"]:
             return CaseCheck(name=case.name, params=case.params, **result)

@@ -141,6 +141,8 @@ class CaseCheck(_Model):
     expected: float | None = None
     got: float | None = None
     message: str | None = None
+    # A 2-D output's wrong elements around the first one, as a text map (kernels.diagnose).
+    grid: str | None = None
     # The seed of the inputs, only where it is public (RunJob.public_seeds); None for secret.
     seed: int | None = None
 
@@ -289,6 +291,9 @@ class RunResult(_Model):
     # True only for a run that a ranking may take: done, timed on real hardware, on secret
     # seeds, every checked repetition right, and within the device's ceilings.
     verified: bool = False
+    # For a run a limit or a crash ended from outside: the phase it was in then
+    # (compiling, checking or timing), as its last progress event said.
+    phase: RunState | None = None
 
 
 class ProgressEvent(_Model):

@@ -157,7 +157,7 @@ def test_a_timed_repetition_that_writes_nothing_makes_the_run_wrong(monkeypatch)
     result = ev.evaluate(_job("vector_add", "numba-cpu", HONEST_ADD))
     assert result.state is RunState.wrong
     assert result.message.startswith("the output of ")
-    assert "repetition" in result.message and "never written" in result.message
+    assert "repetition" in result.message and "Never written" in result.message
     failing = result.check.cases[-1]
     assert not failing.ok and "repetition" in failing.name and not result.verified
 

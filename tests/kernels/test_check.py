@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from kplay.kernels.arrays import poison_bits
 from kplay.kernels.check import compare
 from kplay.kernels.problem import Tolerance
 
@@ -26,12 +27,16 @@ def test_compare_names_first_mismatch_with_expected_and_got():
     assert out["mismatches"] == 2
 
 
-def test_nan_never_passes_and_is_called_unwritten():
+def test_nan_never_passes_and_the_poison_is_called_unwritten():
     exp = np.ones(4, dtype=np.float32)
     got = exp.copy()
-    got[3] = np.nan
+    got.view(np.int32)[3] = poison_bits(np.float32)  # what the harness filled it with
     out = compare("out", got, exp, TOL)
-    assert not out["ok"] and "never written" in out["message"]
+    assert not out["ok"] and "Never written" in out["message"]
+    got[3] = np.nan  # a NaN the kernel wrote is wrong too, and not called unwritten
+    out = compare("out", got, exp, TOL)
+    assert not out["ok"] and "Written as NaN or inf" in out["message"]
+    assert "Never written" not in out["message"]
 
 
 # ---------------------------------------------------------------- the memo of inputs

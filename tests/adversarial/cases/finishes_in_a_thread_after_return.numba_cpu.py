@@ -1,7 +1,7 @@
 # case: return at once and leave the work to a thread that writes the output a little later
 # class: work after return
 # expect: wrong
-# evidence: message-has never written
+# evidence: message-has [Nn]ever written
 #
 # The launch starts a thread and returns; the thread adds 50 ms later. A harness that
 # stopped its clock at the return and looked at the output later would time nothing
