@@ -20,7 +20,7 @@ from kplay.app.executors import Reconciling, make_executor
 from kplay.app.guards import PublicStaticFiles
 from kplay.app.localmode import LocalMode
 from kplay.app.render import STATIC_DIR, error_page, make_templates
-from kplay.app.routers import api, fleet, live, pages, runs_html
+from kplay.app.routers import api, fleet, live, pages, runs_html, search
 from kplay.app.services.live import LiveSink
 from kplay.app.services.reconcile import Reconciler
 from kplay.app.services.records import DatabaseSink, reconcile_interrupted
@@ -140,6 +140,7 @@ def create_app(
     app.include_router(api.router)
     app.include_router(live.router)
     app.include_router(fleet.router)
+    app.include_router(search.router)
     _install_handlers(app)
     install_guards(app, settings)
     _install_timing(app)
