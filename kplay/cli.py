@@ -60,7 +60,24 @@ def render_result(result) -> str:  # type: ignore[no-untyped-def]
             lines.append(f"  speedup over baseline: {r.speedup_over_baseline:.2f}x")
     if result.system is not None:
         lines.append(f"  ran on: {result.system.device} ({result.system.kind})")
+    lines += _printed(result.output_tail)
     return "\n".join(lines)
+
+
+PRINTED_LINES = 20  # the end of what the kernel printed, shown under the verdict
+
+
+def _printed(tail: str | None) -> list[str]:
+    """The last lines the kernel (or its compiler) printed, indented under a heading."""
+    if not tail or not tail.strip():
+        return []
+    shown = tail.rstrip("\n").splitlines()
+    head = (
+        f"  printed (last {PRINTED_LINES} of {len(shown)} lines):"
+        if len(shown) > PRINTED_LINES
+        else "  printed:"
+    )
+    return [head, *(f"    {line}" for line in shown[-PRINTED_LINES:])]
 
 
 # `kplay run`'s exit status: 0 correct, 3 compiled but not checked (nothing known of its

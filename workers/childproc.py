@@ -28,9 +28,12 @@ from kplay.kernels.models import ProgressEvent, RunJob, RunResult, RunState
 from kplay.workers.channel import BadMessage, Channel, ChannelClosed
 from kplay.workers.learner import LearnerSlot, start_ahead, start_process
 from kplay.workers.limits import (
+    PHASE_WORDS,
     Limits,
     breached_limit,
+    death_state,
     describe_bytes,
+    failure_result,
     output_tail,
     signal_message,
 )
@@ -160,6 +163,7 @@ class Child:
         message: dict[str, Any] = {"type": "job", "job": job.model_dump(mode="json")}
         message["nonce"] = nonce
         self.box_used = True  # unless the child says its box stayed untouched
+        self._phase: RunState | None = None  # the job's last phase, from its events
         try:
             if self.learner is not None and self._carrier is not None:
                 ahead = start_ahead(job)
@@ -167,7 +171,7 @@ class Child:
             self._send(message)
             result = self._follow(job, nonce, on_event, start)
         except _Stop as stop:
-            result = failure_result(job, stop.message, stop.state)
+            result = failure_result(job, stop.message, stop.state, self._phase)
         except OSError as exc:
             result = failure_result(job, f"the learner's box could not be handed over: {exc}")
         if self.learner is not None:
@@ -235,7 +239,7 @@ class Child:
     def _watch(self, deadline: float) -> None:
         """The checks only the parent can make; raises _Stop to end the job."""
         if self.exited() and not self._poll_or_reject(0):
-            raise _Stop(RunState.runtime_error, self._death_message())
+            raise _Stop(*self._death())
         spent = self.box.usage() - self._used_at_start
         broken = breached_limit(self.limits, self.output, deadline, spent)
         if broken is not None:
@@ -260,7 +264,14 @@ class Child:
                 raise _Stop(
                     RunState.runtime_error, "the worker process broke its result channel"
                 ) from None
-            raise _Stop(RunState.runtime_error, self._death_message()) from None
+            raise _Stop(*self._death()) from None
+
+    def _death(self) -> tuple[RunState, str]:
+        message = self._death_message()
+        code = self.box.exit_code()
+        return (
+            death_state(-code) if code is not None and code < 0 else RunState.runtime_error
+        ), message
 
     def _death_message(self) -> str:
         if not self._wait_exit(2.0):
@@ -269,7 +280,7 @@ class Child:
         self.kill()  # reaps it, and ends anything it started
         code = self.box.exit_code()
         if self.closing:
-            return "the worker pool was shut down while the job ran"
+            return "the worker pool was shut down during the job"
         if self.box.ran_out_of_memory() and self.limits.memory_bytes is not None:
             return f"used more than {describe_bytes(self.limits.memory_bytes)} of host memory"
         if code is None:
@@ -314,7 +325,7 @@ class Child:
         try:
             self._chan.send(message)
         except (OSError, ValueError):
-            raise _Stop(RunState.runtime_error, self._death_message()) from None
+            raise _Stop(*self._death()) from None
 
     def _deliver(self, on_event: EventCallback | None, raw: Any, job: RunJob) -> None:
         try:
@@ -322,6 +333,8 @@ class Child:
         except ValidationError as exc:
             # The child validates its events before sending them: this one is not its own.
             self._reject(f"an unreadable event ({exc.error_count()} errors)")
+        if event.state in PHASE_WORDS:
+            self._phase = event.state
         if on_event is None:
             return
         try:
@@ -382,12 +395,3 @@ def _socket_pair() -> tuple[Channel, socket.socket]:
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     theirs.set_inheritable(True)
     return Channel(ours, _MAX_MESSAGE_BYTES), theirs
-
-
-def failure_result(
-    job: RunJob, message: str, state: RunState = RunState.runtime_error
-) -> RunResult:
-    """A final result for a job the evaluator did not finish."""
-    return RunResult(
-        job_id=job.job_id, problem=job.problem, backend=job.backend, state=state, message=message
-    )

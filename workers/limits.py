@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from kplay.config import EngineSettings, WorkerSettings
-from kplay.kernels.models import RunState
+from kplay.kernels.models import RunJob, RunResult, RunState
 from kplay.workers.proctree import Usage
 
 MIB = 1024 * 1024
@@ -295,7 +295,7 @@ def breached_limit(
             return RunState.runtime_error, f"used more than {words} of host memory"
     if spent is not None and limits.cpu_seconds is not None:
         if spent.cpu_s > limits.cpu_seconds:
-            return RunState.runtime_error, cpu_message(limits.cpu_seconds)
+            return RunState.timeout, cpu_message(limits.cpu_seconds)
     try:
         printed = output.stat().st_size
     except OSError:
@@ -312,4 +312,36 @@ def breached_limit(
 
 
 def cpu_message(cpu_seconds: int) -> str:
-    return f"used more than {cpu_seconds} s of CPU time"
+    return f"timed out: used its {cpu_seconds} s of CPU time (the limit on CPU time)"
+
+
+def death_state(signum: int) -> RunState:
+    """What a child killed by `signum` ended as: the CPU-time limit's signal is a timeout."""
+    return RunState.timeout if signum == signal.SIGXCPU else RunState.runtime_error
+
+
+PHASE_WORDS = {
+    RunState.compiling: "while compiling",
+    RunState.checking: "while checking the test cases",
+    RunState.timing: "while timing the benchmark case",
+}
+
+
+def failure_result(
+    job: RunJob,
+    message: str,
+    state: RunState = RunState.runtime_error,
+    phase: RunState | None = None,
+) -> RunResult:
+    """A final result for a job the evaluator did not finish; with the `phase` it was in,
+    which the message then names ("... while checking the test cases")."""
+    if phase in PHASE_WORDS:
+        message = f"{message}, {PHASE_WORDS[phase]}"
+    return RunResult(
+        job_id=job.job_id,
+        problem=job.problem,
+        backend=job.backend,
+        state=state,
+        message=message,
+        phase=phase,
+    )

@@ -138,6 +138,8 @@ def parse_result(run: Run) -> RunResult | None:
 def _failed_step(result: RunResult | None, state: str) -> str:
     if state == "rejected" or result is None:
         return "queued" if state == "rejected" else "compiling"
+    if result.phase is not None and result.phase.value in dict(STEPS):
+        return result.phase.value  # ended from outside (a limit, a crash) in this phase
     if result.compile is None or not result.compile.ok:
         return "compiling"
     if result.check is None or not result.check.ok:

@@ -76,6 +76,16 @@ def test_a_kernel_only_compiled_exits_apart_from_correct_and_wrong(tmp_path: Pat
     assert proc.returncode == 1 and proc.stdout.startswith("WRONG")
 
 
+def test_what_the_kernel_printed_is_shown_without_json(tmp_path: Path) -> None:
+    src = tmp_path / "loud.numba_cpu.py"
+    src.write_text(
+        GOOD_CPU.replace("import numba\n", "import numba\nprint('hello from the module')\n")
+    )
+    proc = _kplay("run", str(src), "--problem", "vector_add", "--mode", "check")
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert "  printed:\n    hello from the module" in proc.stdout
+
+
 def test_syntax_error_names_the_line(tmp_path: Path) -> None:
     src = tmp_path / "bad.numba_cpu.py"
     src.write_text("import numba\n\n@numba.njit\ndef vector_add(a, b, out, n)\n    pass\n")

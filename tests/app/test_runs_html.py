@@ -161,6 +161,27 @@ def test_a_run_only_compiled_is_never_shown_as_correct(client: TestClient) -> No
     assert 'data-final="true"' in html
 
 
+def hung_in_the_check(job: RunJob) -> RunResult:
+    """What a worker ends a run with when its kernel loops forever in the check."""
+    return RunResult(
+        job_id=job.job_id,
+        problem=job.problem,
+        backend=job.backend,
+        state=RunState.timeout,
+        message="timed out after 30 s: the kernel or its launch did not finish (an endless "
+        "loop, a deadlock, or far too much work), while checking the test cases",
+        phase=RunState.checking,
+    )
+
+
+@pytest.mark.parametrize("executor", [FakeExecutor(script=hung_in_the_check)])
+def test_a_timeout_marks_the_phase_it_hit(client: TestClient) -> None:
+    html = post(client).text
+    assert "Timed out" in html and "while checking the test cases" in html
+    assert 'step-done"><span class="step-dot" aria-hidden="true"></span>Compile' in html
+    assert 'step-failed"><span class="step-dot" aria-hidden="true"></span>Check' in html
+
+
 def test_a_message_that_repeats_the_verdict_is_not_shown_twice() -> None:
     from kplay.app.db.models import Run
     from kplay.app.services.cards import build_card

@@ -144,6 +144,13 @@ def announce_then_hang(job: RunJob, emit: Emit) -> RunResult:
     return hang(job, emit)
 
 
+def hang_while_checking(job: RunJob, emit: Emit) -> RunResult:
+    """Compiles, starts the check, and never finishes it (an endless loop in a kernel)."""
+    for state in (RunState.compiling, RunState.checking):
+        emit(ProgressEvent(job_id=job.job_id, state=state))
+    return hang(job, emit)
+
+
 def rendezvous(job: RunJob, emit: Emit) -> RunResult:
     """Source "rendezvous:DIR:NAME": leave a mark in DIR, wait for the other job's mark."""
     _, folder, name = job.source.split(":")
@@ -174,4 +181,5 @@ BEHAVIOURS: dict[str, Callable[[RunJob, Emit], RunResult]] = {
     "sleep": sleep_briefly,
     "exit": exits,
     "announce-hang": announce_then_hang,
+    "hang-checking": hang_while_checking,
 }

@@ -64,6 +64,16 @@ def test_hang_times_out_and_the_next_job_passes(pool: WorkerPool) -> None:
     assert_passes(pool)
 
 
+def test_a_timeout_names_the_phase_it_hit(pool: WorkerPool) -> None:
+    """A hang in the check is a timeout in the check, not a failed compile."""
+    result = pool.run(job("hang-checking"))
+    assert result.state is RunState.timeout
+    assert result.phase is RunState.checking
+    assert (result.message or "").startswith("timed out after 4 s:")
+    assert (result.message or "").endswith(", while checking the test cases")
+    assert_passes(pool)
+
+
 def test_segfault_names_the_signal_and_the_next_job_passes(pool: WorkerPool) -> None:
     before = pid_of(assert_passes(pool))
     result = pool.run(job("segfault"))
@@ -150,12 +160,13 @@ def test_cpu_time_limit() -> None:
     limits = SMALL.model_copy(update={"cpu_seconds": 1, "wall_timeout_s": 60.0})
     with WorkerPool(1, limits, target=f"{FUNCS}:burn_cpu") as p:
         result = p.run(job())
-    assert result.state is RunState.runtime_error
+    # A limit is a timeout, named as a limit, never a crash.
+    assert result.state is RunState.timeout
     # The parent's measure of the job's CPU time, or the child's own RLIMIT_CPU: whichever
     # comes first.
     assert result.message in (
-        "used more than 1 s of CPU time",
-        "used more than 1 s of CPU time (signal SIGXCPU)",
+        "timed out: used its 1 s of CPU time (the limit on CPU time)",
+        "timed out: used its 1 s of CPU time (the limit on CPU time) (signal SIGXCPU)",
     )
 
 

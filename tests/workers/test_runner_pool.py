@@ -92,7 +92,8 @@ def test_close_ends_a_running_job_with_a_result() -> None:
     thread.join(timeout=30)
     assert not thread.is_alive()
     assert results[0].state is RunState.runtime_error
-    assert results[0].message == "the worker pool was shut down while the job ran"
+    assert results[0].message == "the worker pool was shut down during the job, while compiling"
+    assert results[0].phase is RunState.compiling
 
 
 # ---------------------------------------------------------------- spares
