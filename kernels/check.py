@@ -232,6 +232,7 @@ def compare(
     g, e = float(got64[idx]), float(exp64[idx])
     found = diagnose(name, np.asarray(got), got64, exp64, bad, tol, inputs)
     told = f" {found.text}" if found.text else ""
+    ints = np.asarray(got).dtype.kind in "iu"
     return {
         "ok": False,
         "max_abs_err": worst_abs,
@@ -241,7 +242,7 @@ def compare(
         "expected": e,
         "got": g,
         "message": (
-            f"{at(name, idx)}: expected {number(e)}, got {number(g)}; "
+            f"{at(name, idx)}: expected {number(e, ints)}, got {number(g, ints)}; "
             f"{nbad} of {bad.size} elements wrong.{told}"
         ),
         "grid": found.grid,

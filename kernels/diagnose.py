@@ -52,9 +52,12 @@ def at(name: str, idx: tuple[int, ...] | list[int]) -> str:
     return f"{name}[{', '.join(str(int(i)) for i in idx)}]"
 
 
-def number(x: Any) -> str:
-    """A value as the learner reads it: 7 significant digits, NaN, inf."""
+def number(x: Any, integer: bool = False) -> str:
+    """A value as the learner reads it: 7 significant digits, NaN, inf; all the digits of
+    a value of an integer output."""
     x = float(x)
+    if integer and np.isfinite(x):
+        return str(int(x))
     if np.isnan(x):
         return "NaN"
     if np.isinf(x):
@@ -218,9 +221,9 @@ def _other(
         rel = diff / np.maximum(np.abs(e), 1e-30)
         return Diagnosis(
             "tolerance",
-            f"Close, but outside the tolerance: the largest error is {_short(diff.max())} "
-            f"absolute and {_short(rel.max())} relative; the tolerance allows "
-            f"atol + rtol * |expected| with atol {tol.atol:g} and rtol {tol.rtol:g}.",
+            f"Close, but outside the tolerance: the largest errors are {_short(diff.max())} "
+            f"(absolute) and {_short(rel.max())} (relative); the tolerance is "
+            f"{tol.atol:g} + {tol.rtol:g} * |expected| (atol {tol.atol:g}, rtol {tol.rtol:g}).",
         )
     return Diagnosis("wrong values", "")
 
@@ -273,9 +276,8 @@ def out_of_place(
             where = f"{name}[i {_sign(k)} {abs(k)}]"
             order = " (in row-major order)" if exp64.ndim > 1 else ""
             return (
-                f"Written out of place, shifted by {k}: each wrong element holds the value "
-                f"expected {_plural(abs(k), 'place', 'places')} "
-                f"{'later' if k > 0 else 'earlier'}{order}: {name}[i] holds {where}."
+                f"Written out of place, shifted by {k}: {name}[i] holds the value expected "
+                f"at {where}{order}."
             )
     for s in STRIDES:
         src = pos * s
