@@ -30,6 +30,7 @@ from markupsafe import Markup, escape
 from sqlalchemy import Engine
 
 from kplay.app.book import Book, CellSpec, Chapter
+from kplay.app.render import roman
 from kplay.app.services.searchstores import (
     START,
     STOP,
@@ -148,7 +149,8 @@ def _plain(parts: list[str]) -> str:
 
 
 def _part_name(chapter: Chapter) -> str:
-    return f"Part {chapter.part}" + (f" · {chapter.part_title}" if chapter.part_title else "")
+    name = f"Part {roman(chapter.part)}"  # as the contents and the chapter pages write it
+    return f"{name} · {chapter.part_title}" if chapter.part_title else name
 
 
 def _chapter_entries(
