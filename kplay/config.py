@@ -193,13 +193,11 @@ class WorkerSettings(EngineSettings):
         "warm up",
     )
     child_nice: int = Field(
-        default=10,
-        ge=0,
-        le=19,
+        default=10, ge=0, le=19,
         description="Niceness of evaluation children and learner boxes (0-19): on a host "
         "that also serves pages, runs get the CPU the web server leaves (0: the same "
         "priority as their parent)",
-    )
+    )  # fmt: skip
     jobs_per_child: int | None = Field(
         default=500,
         gt=0,

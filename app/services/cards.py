@@ -26,10 +26,8 @@ VERDICTS = {
     "runtime_error": ("Runtime error", "bad"),
     "timeout": ("Timed out", "bad"),
     "rejected": ("Rejected", "warn"),
-    # Checked and timed, but faster than the device allows: shown, never ranked.
-    "suspicious": ("Faster than the device allows", "warn"),
-    # Compiled and never executed: neither right nor wrong is known.
-    "compiled": ("Compiled, not checked", "warn"),
+    "suspicious": ("Faster than the device allows", "warn"),  # shown, never ranked
+    "compiled": ("Compiled, not checked", "warn"),  # never executed: right or wrong unknown
 }
 
 
@@ -155,8 +153,7 @@ def steps_for(state: str, result: RunResult | None) -> list[Step]:
     elif state == "compiled":
         status = ["done", "done", "skipped", "skipped"]
     elif state == "done":
-        # Simulated runs skip the timing (and runs stored before the `compiled` state, which
-        # ended `done` when only compiled, skip the check as well).
+        # Simulated runs skip the timing; runs stored before `compiled` existed, the check too.
         checked = result is None or result.check is not None
         timed = result is None or (result.timing is not None and result.timing.timed)
         status = ["done", "done", "done" if checked else "skipped", "done" if timed else "skipped"]
