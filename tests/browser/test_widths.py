@@ -72,7 +72,7 @@ def _chapter_urls() -> list[str]:
 
 
 CHAPTERS = _chapter_urls()
-PAGES = ["/", *CHAPTERS, "/fleet", "/docs"]
+PAGES = ["/", *CHAPTERS, "/fleet", "/docs", "/search?q=shared+memory"]
 
 
 @pytest.fixture(scope="module")
