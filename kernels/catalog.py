@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import tomllib
 from functools import lru_cache
@@ -296,5 +297,7 @@ def get_problem(slug: str) -> ProblemSpec:
     catalog = load_catalog()
     if slug not in catalog:
         known = ", ".join(sorted(catalog)) or "none"
-        raise KeyError(f"unknown problem {slug!r}; known problems: {known}")
+        close = difflib.get_close_matches(slug, list(catalog), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else "."
+        raise KeyError(f"unknown problem {slug!r}{hint} Known problems: {known}")
     return catalog[slug]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import re
 import threading
@@ -78,7 +79,9 @@ class RunService:
         problem = self.catalog.get(req.problem)
         if problem is None:
             known = ", ".join(sorted(self.catalog)) or "none"
-            raise RunInputError(422, f"unknown problem {req.problem!r}; known: {known}")
+            close = difflib.get_close_matches(req.problem, list(self.catalog), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else "."
+            raise RunInputError(422, f"unknown problem {req.problem!r}{hint} Known: {known}")
         cell = None
         if req.cell is not None:
             try:

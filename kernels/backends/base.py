@@ -7,6 +7,7 @@ arrays that the harness made. Checking, timing and the roofline live elsewhere
 
 from __future__ import annotations
 
+import difflib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -172,5 +173,7 @@ def registry() -> dict[str, type[Backend]]:
 def get_backend(key: str) -> Backend:
     reg = registry()
     if key not in reg:
-        raise KeyError(f"unknown backend {key!r}; known: {', '.join(sorted(reg))}")
+        close = difflib.get_close_matches(key, list(reg), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else "."
+        raise KeyError(f"unknown backend {key!r}{hint} Known: {', '.join(sorted(reg))}")
     return reg[key]()

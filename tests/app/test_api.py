@@ -106,7 +106,11 @@ def test_reference_page_lists_every_endpoint_without_a_cdn(client: TestClient) -
 @pytest.mark.parametrize(
     ("change", "status", "fragment"),
     [
-        ({"problem": "vector_addd"}, 422, "unknown problem 'vector_addd'"),
+        (
+            {"problem": "vector_addd"},
+            422,
+            "unknown problem 'vector_addd'; did you mean 'vector_add'?",
+        ),
         ({"backend": "fortran"}, 422, "backend 'fortran' is not offered"),
         ({"cell": "nope"}, 422, "unknown cell 'nope'"),
         ({"cell": "ch02-vadd-gpu"}, 422, "backend 'numba-cpu' is not offered by cell"),

@@ -37,7 +37,8 @@ def test_unknown_problem_lists_known(tmp_path: Path, capsys: pytest.CaptureFixtu
     src.write_text(GOOD_CPU)
     assert main(["run", str(src), "--problem", "vector_addd"]) == 2
     err = capsys.readouterr().err
-    assert "unknown problem 'vector_addd'" in err and "vector_add" in err
+    assert "unknown problem 'vector_addd'; did you mean 'vector_add'?" in err
+    assert "Known problems: " in err and "sgemm" in err
 
 
 def test_backend_cannot_be_inferred(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
