@@ -166,9 +166,11 @@ def cmd_problems(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({k: v.public_dict() for k, v in catalog.items()}, indent=2))
         return 0
-    width = max(len(s) for s in catalog) if catalog else 10
-    for slug, spec in catalog.items():
-        print(f"{slug:<{width}}  {spec.title:<34} {', '.join(spec.backends)}")
+    rows = [("problem", "backends", "title")]
+    rows += [(slug, ", ".join(spec.backends), spec.title) for slug, spec in catalog.items()]
+    widths = [max(len(row[i]) for row in rows) for i in range(2)]
+    for slug, backends, title in rows:  # the title last: a long one cannot push a column
+        print(f"{slug:<{widths[0]}}  {backends:<{widths[1]}}  {title}")
     return 0
 
 

@@ -48,6 +48,17 @@ def test_backend_cannot_be_inferred(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "--backend" in capsys.readouterr().err
 
 
+def test_problems_are_listed_in_aligned_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["problems"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["problem", "backends", "title"]
+    # Every row's backends and title start in the header's columns.
+    backends_at, title_at = lines[0].index("backends"), lines[0].index("title")
+    for line in lines[1:]:
+        assert line[backends_at - 2 : backends_at] == "  " and line[backends_at] != " ", line
+        assert line[title_at - 2 : title_at] == "  " and line[title_at] != " ", line
+
+
 def test_problems_lists_catalog(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["problems"]) == 0
     assert "sgemm" in capsys.readouterr().out
