@@ -83,7 +83,7 @@ def _rows(run) -> dict[str, tuple[str, str]]:  # type: ignore[no-untyped-def]
 def test_a_cpu_card_says_where_the_roof_and_the_case_live() -> None:
     mib = 2**20
     rows = _rows(
-        _cpu_run("vector_add", "4x the last-level cache, one CPU core", 128 * mib, 32 * mib)
+        _cpu_run("vector_add", "4x the last-level cache", 128 * mib, 32 * mib)
     )
     assert rows["memory roof"] == ("40.0 GB/s", "measured in DRAM")
     assert rows["case lives in"] == (
@@ -95,7 +95,7 @@ def test_a_cpu_card_says_where_the_roof_and_the_case_live() -> None:
 
 def test_a_capped_cpu_case_says_a_cache_may_serve_it() -> None:
     mib = 2**20
-    run = _cpu_run("vector_add", "4x the last-level cache, one CPU core", 512 * mib, 256 * mib)
+    run = _cpu_run("vector_add", "4x the last-level cache", 512 * mib, 256 * mib)
     where, note = _rows(run)["case lives in"]
     assert where.startswith("DRAM and partly the last-level cache: a cap stopped the case at 2.00×")
     assert note == "512 MiB, 2.00× the 256 MiB last-level cache"
