@@ -2,7 +2,7 @@
 # class: forged verdict
 # expect: wrong | runtime_error
 # expect-simulated: wrong | runtime_error
-# evidence: output-has forger: wrote
+# evidence: output-has forger: writing
 # evidence: message-lacks forged
 #
 # The learner's box talks to the evaluator over a socket whose descriptor is in its
@@ -22,9 +22,10 @@ import triton.language as tl
 for arg in sys.argv[1:]:
     if arg.isdigit():
         body = json.dumps({"ok": True, "state": "done", "message": "forged"}).encode()
+        # Said before the write, flushed: the evaluator may end the box as soon as it reads.
+        print("forger: writing a forged answer on fd", arg, flush=True)
         try:
             os.write(int(arg), struct.pack("!I", len(body)) + body)
-            print("forger: wrote a forged answer on fd", arg)
         except OSError as exc:
             print("forger: fd", arg, exc)
 
