@@ -34,7 +34,12 @@ REFUSED: dict[int | str, dict[str, Any]] = {
         "(then with Retry-After)",
     },
 }
-router = APIRouter(prefix="/api/v1", tags=["api"], responses=ERRORS)
+router = APIRouter(prefix="/api/v1", tags=["api"])
+
+
+def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The documented errors of one endpoint: only those it can answer with."""
+    return {code: ERRORS[code] for code in codes}
 
 
 def _input_error(exc: RunInputError) -> HTTPException:
@@ -49,7 +54,7 @@ def _input_error(exc: RunInputError) -> HTTPException:
     description="The run belongs to the reader of the session cookie sent with the request; "
     "without one, a new session begins and its cookie comes back in the answer. Only that "
     "session can read the run afterwards.",
-    responses=REFUSED,
+    responses={**errors(400, 404, 413, 422), **REFUSED},
     dependencies=[Depends(local_runs_only), Depends(limit_run_starts)],
 )
 def create_run(body: RunCreate, runs: RunsDep, user: UserDep) -> RunCreated:
@@ -80,6 +85,7 @@ def create_run(body: RunCreate, runs: RunsDep, user: UserDep) -> RunCreated:
     response_model=RunOut,
     summary="A run: state, progress, result",
     description="Readable by the session that started it only; any other gets 404.",
+    responses=errors(404),
 )
 def get_run(run_id: str, runs: RunsDep, user: UserDep) -> RunOut:
     try:
@@ -90,7 +96,10 @@ def get_run(run_id: str, runs: RunsDep, user: UserDep) -> RunOut:
 
 
 @router.get(
-    "/cells/{cell_id}/runs", response_model=list[RunSummary], summary="A cell's runs, newest first"
+    "/cells/{cell_id}/runs",
+    response_model=list[RunSummary],
+    summary="A cell's runs, newest first",
+    responses=errors(404),
 )
 def cell_runs(
     cell_id: str, runs: RunsDep, services: ServicesDep, user: UserDep
@@ -107,7 +116,11 @@ def problems(services: ServicesDep) -> list[dict[str, Any]]:
     return problem_summaries(services.catalog)
 
 
-@router.get("/problems/{slug}", summary="One problem's spec, with a starter per backend")
+@router.get(
+    "/problems/{slug}",
+    summary="One problem's spec, with a starter per backend",
+    responses=errors(404),
+)
 def problem(slug: str, services: ServicesDep) -> dict[str, Any]:
     spec = services.catalog.get(slug)
     if spec is None:

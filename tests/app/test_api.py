@@ -92,6 +92,24 @@ def test_openapi_documents_the_api(client: TestClient) -> None:
     assert errors["413"]["content"]["application/json"]["schema"]["$ref"].endswith("ErrorOut")
 
 
+def test_each_endpoint_documents_only_the_errors_it_can_answer(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+
+    def codes(path: str, method: str = "get") -> set[str]:
+        return set(paths[path][method]["responses"])
+
+    assert {"400", "413", "422", "403", "429"} <= codes("/api/v1/runs", "post")
+    assert codes("/api/v1/problems") == {"200"}
+    assert codes("/api/v1/devices") == {"200"}
+    for path in (
+        "/api/v1/runs/{run_id}",
+        "/api/v1/problems/{slug}",
+        "/api/v1/cells/{cell_id}/runs",
+    ):
+        assert "404" in codes(path)
+        assert not {"400", "413", "403", "429"} & codes(path), path
+
+
 def test_reference_page_lists_every_endpoint_without_a_cdn(client: TestClient) -> None:
     page = client.get("/docs")
     assert page.status_code == 200
