@@ -266,18 +266,15 @@ class SearchIndex:
         )
         self._lock = threading.Lock()
         self._seen: object = None
-        self._signature = ""
-        self._entries: list[Entry] = []
 
-    def entries(self) -> tuple[list[Entry], str]:
-        """The entries and their fingerprint, rebuilt when the book has changed."""
+    def _sync(self) -> None:
+        """Hand the store the entries again when the book has changed (once per change)."""
         with self._lock:
             index = self.book.index()
             if index is not self._seen:
-                self._entries = build_entries(self.book, self.problems)
-                self._signature = fingerprint(self._entries)
+                entries = build_entries(self.book, self.problems)
+                self.store.sync(entries, fingerprint(entries))
                 self._seen = index
-            return self._entries, self._signature
 
     def search(self, query: str) -> SearchResults:
         query = query.strip()
@@ -296,7 +293,7 @@ class SearchIndex:
                 message="That query has no words to search for: try a term "
                 "from the book, such as “shared memory” or “roofline”.",
             )
-        self.store.sync(*self.entries())
+        self._sync()
         every = True
         rows = self.store.query(terms, every=True)
         if not rows and len(terms) > 1:

@@ -49,6 +49,7 @@ class Row:
 
 
 class Store(Protocol):
+    # Called by the search service only when the book has changed, one call at a time.
     def sync(self, entries: list[Entry], signature: str) -> None: ...
 
     def query(self, terms: tuple[str, ...], every: bool) -> list[Row]: ...
@@ -61,13 +62,10 @@ class Fts5Store:
 
     def __init__(self) -> None:
         self._conn = sqlite3.connect(":memory:", check_same_thread=False)
-        self._lock = threading.Lock()
-        self._signature: str | None = None
+        self._lock = threading.Lock()  # one connection: queries and rebuilds take turns
 
     def sync(self, entries: list[Entry], signature: str) -> None:
         with self._lock:
-            if signature == self._signature:
-                return
             conn = self._conn
             conn.execute("DROP TABLE IF EXISTS entries")
             conn.execute(
@@ -84,7 +82,6 @@ class Fts5Store:
                 ],
             )
             conn.commit()
-            self._signature = signature
 
     def query(self, terms: tuple[str, ...], every: bool) -> list[Row]:
         # Each word a quoted string: FTS5 reads nothing in it as an operator.
@@ -109,29 +106,23 @@ class PostgresStore:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self._lock = threading.Lock()
-        self._signature: str | None = None
 
     def sync(self, entries: list[Entry], signature: str) -> None:
-        with self._lock:
-            if signature == self._signature:
-                return
-            with self.engine.begin() as conn:
-                # Web processes starting together rewrite the rows one after another.
-                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_KEY})
-                stored = conn.execute(text("SELECT signature FROM search_entries LIMIT 1"))
-                if stored.scalar() != signature:
-                    conn.execute(text("DELETE FROM search_entries"))
-                    if entries:
-                        conn.execute(
-                            text(
-                                "INSERT INTO search_entries (id, kind, heading, chapter, "
-                                "keywords, body, url, part, signature) VALUES (:id, :kind, "
-                                ":heading, :chapter, :keywords, :body, :url, :part, :sig)"
-                            ),
-                            [{"id": i, "sig": signature, **vars(e)} for i, e in enumerate(entries)],
-                        )
-            self._signature = signature
+        with self.engine.begin() as conn:
+            # Web processes starting together rewrite the rows one after another.
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_KEY})
+            stored = conn.execute(text("SELECT signature FROM search_entries LIMIT 1"))
+            if stored.scalar() != signature:
+                conn.execute(text("DELETE FROM search_entries"))
+                if entries:
+                    conn.execute(
+                        text(
+                            "INSERT INTO search_entries (id, kind, heading, chapter, "
+                            "keywords, body, url, part, signature) VALUES (:id, :kind, "
+                            ":heading, :chapter, :keywords, :body, :url, :part, :sig)"
+                        ),
+                        [{"id": i, "sig": signature, **vars(e)} for i, e in enumerate(entries)],
+                    )
 
     def query(self, terms: tuple[str, ...], every: bool) -> list[Row]:
         # Quoted lexemes: to_tsquery stems each and reads nothing in it as an operator.
