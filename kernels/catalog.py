@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 import tomllib
 from functools import lru_cache
@@ -13,6 +12,7 @@ from types import ModuleType
 from pydantic import ValidationError
 
 from kplay.kernels import formula, sizing
+from kplay.kernels.names import unknown
 from kplay.kernels.problem import (
     CHEAT_VERDICTS,
     Case,
@@ -296,8 +296,5 @@ def load_catalog() -> dict[str, ProblemSpec]:
 def get_problem(slug: str) -> ProblemSpec:
     catalog = load_catalog()
     if slug not in catalog:
-        known = ", ".join(sorted(catalog)) or "none"
-        close = difflib.get_close_matches(slug, list(catalog), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else "."
-        raise KeyError(f"unknown problem {slug!r}{hint} Known problems: {known}")
+        raise KeyError(unknown("problem", slug, catalog))
     return catalog[slug]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import logging
 import re
 import threading
@@ -19,6 +18,7 @@ from kplay.app.services.access import can_read
 from kplay.app.services.launch_input import LaunchInputError, check_override
 from kplay.config import Settings
 from kplay.kernels.models import LaunchOverride, RunJob, RunState
+from kplay.kernels.names import unknown
 from kplay.kernels.problem import ProblemSpec
 from kplay.workers.executor import Executor, SubmitRefused
 
@@ -78,10 +78,7 @@ class RunService:
     def validate(self, req: RunRequest) -> tuple[ProblemSpec, CellSpec | None]:
         problem = self.catalog.get(req.problem)
         if problem is None:
-            known = ", ".join(sorted(self.catalog)) or "none"
-            close = difflib.get_close_matches(req.problem, list(self.catalog), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else "."
-            raise RunInputError(422, f"unknown problem {req.problem!r}{hint} Known: {known}")
+            raise RunInputError(422, unknown("problem", req.problem, self.catalog))
         cell = None
         if req.cell is not None:
             try:

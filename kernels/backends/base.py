@@ -7,7 +7,6 @@ arrays that the harness made. Checking, timing and the roofline live elsewhere
 
 from __future__ import annotations
 
-import difflib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -16,6 +15,7 @@ from typing import Any, ClassVar
 
 from kplay.kernels.artifact import Artifact, Variant
 from kplay.kernels.models import CompileStage
+from kplay.kernels.names import unknown
 
 
 class Capability(StrEnum):
@@ -173,7 +173,5 @@ def registry() -> dict[str, type[Backend]]:
 def get_backend(key: str) -> Backend:
     reg = registry()
     if key not in reg:
-        close = difflib.get_close_matches(key, list(reg), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else "."
-        raise KeyError(f"unknown backend {key!r}{hint} Known: {', '.join(sorted(reg))}")
+        raise KeyError(unknown("backend", key, reg))
     return reg[key]()
