@@ -7,10 +7,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-FINAL = {
-    "done", "wrong", "compile_error", "runtime_error", "timeout", "rejected", "suspicious",
-    "compiled",
-}  # fmt: skip
+from kplay.kernels.models import FINAL_STATES
+
+FINAL = {state.value for state in FINAL_STATES}  # the engine's own list of final states
 
 
 @dataclass
