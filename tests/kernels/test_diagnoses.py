@@ -2,7 +2,7 @@
 
 Each class is shown by a wrong solution run through the engine on Numba's CPU backend,
 and its exact words are checked; classes no CPU kernel here produces (a square transpose,
-a strided store, an inf, a race) are checked on compare() and the helpers directly.
+a strided store, an inf, a race) are checked on compare(), run_case() and the helpers directly.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-from kplay.kernels.arrays import poison_bits, poison_value
-from kplay.kernels.catalog import PROBLEMS_DIR
-from kplay.kernels.check import compare
+from kplay.kernels.arrays import ArrayKind, ArrayOps, poison_bits, poison_value
+from kplay.kernels.catalog import PROBLEMS_DIR, get_problem
+from kplay.kernels.check import compare, run_case
 from kplay.kernels.diagnose import race
 from kplay.kernels.evaluate import evaluate
 from kplay.kernels.models import RunJob, RunState
-from kplay.kernels.problem import Tolerance
+from kplay.kernels.problem import Case, Tolerance
 
 NUM = r"-?\d+(\.\d+)?(e[-+]\d+)?"
 EXACT = Tolerance(atol=0.0, rtol=0.0)
@@ -217,6 +217,57 @@ def test_two_launches_that_differ_are_worded_as_a_race() -> None:
         "another's results without a barrier or an atomic, give answers that change from "
         "run to run."
     )
+
+
+def _triad_launcher(jitter_on_launch: int | None):  # type: ignore[no-untyped-def]
+    """A triad launch over NumPy arrays that is off by 0.5 at a[3] on one launch only
+    (None: on every launch) - the output a racing kernel gives from launch to launch."""
+    launches = []
+
+    def launch(args: list) -> None:  # type: ignore[type-arg]
+        a, b, c, s, n = args
+        launches.append(1)
+        a[:n] = b[:n] + s * c[:n]
+        if jitter_on_launch is None or len(launches) == jitter_on_launch:
+            a[3] += 0.5
+
+    return launch, launches
+
+
+def test_a_wrong_case_whose_output_changes_between_launches_is_called_a_race() -> None:
+    problem = get_problem("cpu_triad")
+    case = Case(name="race", params={"n": 64})
+    ops = ArrayOps(ArrayKind.numpy)
+    launch, launches = _triad_launcher(jitter_on_launch=1)
+    check, _ = run_case(problem, case, ops, launch, seed=7, memoise=False)
+    assert not check.ok and len(launches) == 2
+    _matches(
+        "Race: a differs between two launches on the same inputs: 1 of 64 elements changed, "
+        "the first at a[3] (NUM one time, NUM the other). A correct kernel gives the same "
+        "output every time; threads that write the same element, or read one another's "
+        "results without a barrier or an atomic, give answers that change from run to run. "
+        "First launch: a[3]: expected NUM, got NUM; 1 of 64 elements wrong.",
+        check.message or "",
+    )
+
+
+def test_a_wrong_case_that_is_wrong_the_same_way_twice_is_not_a_race() -> None:
+    problem = get_problem("cpu_triad")
+    launch, launches = _triad_launcher(jitter_on_launch=None)
+    check, _ = run_case(
+        problem, Case(name="same", params={"n": 64}), ArrayOps(ArrayKind.numpy), launch, 7, False
+    )
+    assert not check.ok and len(launches) == 2
+    assert (check.message or "").startswith("a[3]: expected ")
+    assert "Race" not in (check.message or "")
+
+
+def test_differences_inside_the_tolerance_are_not_a_race() -> None:
+    # Float atomics add in any order: a last-bit difference between launches is allowed.
+    first = np.array([1.0, 2.0], dtype=np.float32)
+    second = np.nextafter(first, np.float32(3.0))
+    assert race("out", first, second) is not None
+    assert race("out", first, second, Tolerance(atol=1e-5, rtol=1e-5)) is None
 
 
 # ---------------------------------------------------------------- plain numbers
