@@ -56,6 +56,8 @@ class CaseRow:
     got: str
     mismatches: int
     max_abs_err: str
+    # A 2-D output's map of the wrong region (kernels.diagnose.grid), or "".
+    grid: str = ""
 
 
 @dataclass
@@ -222,6 +224,7 @@ def _check(card: RunCard, result: RunResult) -> None:
                 got=_num(case.got),
                 mismatches=case.mismatches,
                 max_abs_err=_num(case.max_abs_err),
+                grid=case.grid or "",
             )
         )
 

@@ -108,3 +108,37 @@ def test_a_cpu_case_kept_in_a_cache_shows_the_level_it_states() -> None:
     where, note = _rows(_cpu_run("sgemm", case.name, 768 * 2**10, 32 * 2**20))["case lives in"]
     assert where == case.measures and where.startswith("the L2 and last-level caches")
     assert note == "768 KiB, within the 32.0 MiB last-level cache"
+
+
+def test_a_wrong_2d_output_shows_its_map_on_the_card() -> None:
+    from datetime import UTC, datetime
+    from pathlib import Path
+
+    from kplay.app.db.models import Run
+    from kplay.app.render import make_templates
+    from kplay.app.services.cards import build_card
+    from kplay.kernels.catalog import PROBLEMS_DIR
+    from kplay.kernels.evaluate import evaluate
+    from kplay.kernels.models import RunJob, RunState
+
+    path = Path(PROBLEMS_DIR) / "transpose/solutions/wrong/transpose_copies_row_major.numba_cpu.py"
+    job = RunJob(
+        problem="transpose", backend="numba-cpu", source=path.read_text(), mode="check", seed=1
+    )
+    result = evaluate(job)
+    assert result.state is RunState.wrong
+    run = Run(
+        id="r2",
+        user="u",
+        problem="transpose",
+        backend="numba-cpu",
+        source=job.source,
+        state="wrong",
+        created_at=datetime(2026, 12, 3, tzinfo=UTC),
+        result=result.model_dump(mode="json"),
+    )
+    card = build_card(run)
+    html = make_templates().env.get_template("fragments/run_card.html").render(card=card)
+    assert "Where case 17x33 is wrong" in html
+    assert "out rows 0-7, columns 0-7 (. right, x wrong value" in html
+    assert "0 . x x x x x x x" in html
