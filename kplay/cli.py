@@ -37,6 +37,8 @@ def render_result(result) -> str:  # type: ignore[no-untyped-def]
             mark = "ok " if case.ok else "BAD"
             err = f"max abs err {case.max_abs_err:.2e}" if case.max_abs_err is not None else ""
             lines.append(f"  [{mark}] {case.name:<28} {case.message or err}")
+            if case.grid:
+                lines.extend(f"        {row}" for row in case.grid.splitlines())
         if result.check.message:
             lines.append(f"  note: {result.check.message}")
     t = result.timing

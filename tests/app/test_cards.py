@@ -82,9 +82,7 @@ def _rows(run) -> dict[str, tuple[str, str]]:  # type: ignore[no-untyped-def]
 
 def test_a_cpu_card_says_where_the_roof_and_the_case_live() -> None:
     mib = 2**20
-    rows = _rows(
-        _cpu_run("vector_add", "4x the last-level cache", 128 * mib, 32 * mib)
-    )
+    rows = _rows(_cpu_run("vector_add", "4x the last-level cache", 128 * mib, 32 * mib))
     assert rows["memory roof"] == ("40.0 GB/s", "measured in DRAM")
     assert rows["case lives in"] == (
         "DRAM: 4.00× the 32.0 MiB last-level cache",

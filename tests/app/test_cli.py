@@ -193,3 +193,14 @@ def test_secrets_are_masked(url: str, shown: str) -> None:
     from kplay.configview import mask_secrets
 
     assert mask_secrets(url) == shown
+
+
+def test_a_wrong_2d_output_prints_its_map() -> None:
+    from kplay.kernels.catalog import PROBLEMS_DIR
+
+    src = Path(PROBLEMS_DIR) / "transpose/solutions/wrong/transpose_copies_row_major.numba_cpu.py"
+    proc = _kplay("run", str(src), "--problem", "transpose", "--mode", "check")
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    lines = proc.stdout.splitlines()
+    first = next(i for i, line in enumerate(lines) if "out rows 0-7, columns 0-7" in line)
+    assert lines[first + 2].strip() == "0 . x x x x x x x"
