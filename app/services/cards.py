@@ -90,6 +90,8 @@ class RunCard:
     timing_rows: list[Metric] = field(default_factory=list)
     roofline_rows: list[Metric] = field(default_factory=list)
     chart: dict[str, Any] | None = None
+    # A run only compiled: the cell's backends that could check it here (services.elsewhere).
+    elsewhere: list[Any] = field(default_factory=list)
     system_rows: list[Metric] = field(default_factory=list)
     output_tail: str | None = None
     wall: str | None = None

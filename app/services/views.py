@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
 from kplay.app.book import Book, CellSpec
 from kplay.app.contexts import CellView, ChapterPage, HistoryView, TocPage
 from kplay.app.db.models import Run
 from kplay.app.services import history as hist
 from kplay.app.services.cards import RunCard, build_card
+from kplay.app.services.elsewhere import check_elsewhere
 from kplay.app.services.gpu_picker import device_choices
 from kplay.app.services.livecard import live_card
 from kplay.app.services.problems import offers
 from kplay.app.services.records import age_s, is_final
 from kplay.app.services.runs import RunService
+
+log = logging.getLogger(__name__)
 
 BOOK_TITLE = "Writing Kernels with AI"
 
@@ -35,7 +41,18 @@ def _card(svc: RunService, run: Run, position: int | None, runs: list[Run], tota
         return live_card(card, svc.timing_cap_s, age_s(run.updated_at))
     card = build_card(run, position, previous=hist.previous_timed(run, runs))
     card.chart = hist.chart(run, runs, total)
+    if run.state == "compiled" and run.problem in svc.catalog:
+        backends = svc.catalog[run.problem].backends
+        card.elsewhere = check_elsewhere(run.backend, backends, _devices(svc))
     return card
+
+
+def _devices(svc: RunService) -> list[dict[str, Any]]:
+    try:
+        return svc.executor.devices()
+    except Exception:  # noqa: BLE001 - an offer is a nicety; the broker may be away
+        log.exception("could not list the devices")
+        return []
 
 
 def run_card(svc: RunService, run_id: str, viewer: str) -> RunCard:

@@ -116,7 +116,9 @@
     this.data.backends.forEach(function (offer) {
       self.offers[offer.key] = offer;
     });
-    var saved = load(this.tabKey());
+    // A link may name the tab to open (?backend=numba-cuda); else the reader's last tab.
+    var asked = new URLSearchParams(window.location.search).get("backend");
+    var saved = asked && this.offers[asked] ? asked : load(this.tabKey());
     this.backend = saved && this.offers[saved] ? saved : this.data.backend;
     this.form = el.querySelector("[data-run-form]");
     this.slot = el.querySelector("[data-card-slot]");
@@ -179,6 +181,14 @@
       var attempt = ev.target.closest("[data-load-run]");
       if (attempt) {
         self.loadRun(attempt.getAttribute("data-load-run"), attempt.getAttribute("data-backend"));
+      }
+      // "Check it in another backend" on a card: this cell's own tab when it has one,
+      // else the link goes to the problem's page with that tab open.
+      var other = ev.target.closest("[data-switch-backend]");
+      if (other && self.offers[other.getAttribute("data-switch-backend")]) {
+        ev.preventDefault();
+        self.select(other.getAttribute("data-switch-backend"));
+        self.el.scrollIntoView({ block: "start" });
       }
       var line = ev.target.closest("[data-goto-line]");
       if (line) self.gotoLine(parseInt(line.getAttribute("data-goto-line"), 10));
