@@ -371,3 +371,4 @@ def _merge_report(stage: CompileStage, kernel: CompiledKernel) -> None:
         stage.resources = late.resources
     stage.ptx = stage.ptx or late.ptx
     stage.sass = stage.sass or late.sass
+    stage.ir = stage.ir or late.ir

@@ -122,6 +122,9 @@ class CompileStage(_Model):
     resources: list[Resources] = Field(default_factory=list)
     ptx: str | None = None
     sass: str | None = None
+    # The listings between the source and the PTX, by name in the order the compiler
+    # lowers through them (Triton: ttir, ttgir, llir); empty where none were kept.
+    ir: dict[str, str] = Field(default_factory=dict)
     compiler: str | None = None
     duration_ms: float | None = None
 

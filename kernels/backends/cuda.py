@@ -61,7 +61,7 @@ from kplay.kernels.hardware import has_cuda_gpu, version_text
 from kplay.kernels.models import CompileStage, Diagnostic
 
 NVCC_TIMEOUT_S = 60.0
-_CACHE_FORMAT = "1"
+_CACHE_FORMAT = "2"  # 2: SASS with the lines that inlined each instruction (nvdisasm -gi)
 _NVRTC_OPTIONS = ("-std=c++17", "--generate-line-info")
 _STATIC_SMEM_DEFAULT = 48 * 1024
 

@@ -142,8 +142,9 @@ def finish_nvcc(
 
 
 def disassemble(folder: Path, nvcc: Path | None) -> str | None:
-    """SASS of folder/kernel.cubin. nvdisasm first: it marks each instruction's source line."""
-    for name, args in (("nvdisasm", ["-c", "-g"]), ("cuobjdump", ["-sass"])):
+    """SASS of folder/kernel.cubin. nvdisasm first: it marks each instruction's source line,
+    and with -gi the lines of the learner's code that inlined it."""
+    for name, args in (("nvdisasm", ["-c", "-gi"]), ("cuobjdump", ["-sass"])):
         tool = find_tool(name, near=nvcc)
         if tool is None:
             continue

@@ -39,6 +39,7 @@ from kplay.kernels.backends.image_launch import check_layout, ptx_entry, ptx_tar
 from kplay.kernels.backends.toolkit_parse import truncate
 from kplay.kernels.backends.toolkit_run import TEXT_LIMIT_BYTES
 from kplay.kernels.backends.triton_backend import _compiler, _is_constexpr, compile_failure
+from kplay.kernels.backends.triton_listings import ir_listings
 from kplay.kernels.models import CompileStage, Resources
 
 BACKEND = "triton"
@@ -292,10 +293,11 @@ class TritonExporter(Exporter):
                 sass = truncate(compiled.asm["sass"], TEXT_LIMIT_BYTES, "SASS")
         except Exception as exc:  # noqa: BLE001 - a listing is an extra, never a failure
             notes.append(f"SASS unavailable: {type(exc).__name__}: {exc}")
+        ir = {} if self.listed else ir_listings(compiled.asm)
         self.listed = True
         return CompileStage(
             ok=True, log="; ".join(notes), resources=[resources],
-            ptx=truncate(ptx, TEXT_LIMIT_BYTES, "PTX"), sass=sass, compiler=_compiler(),
+            ptx=truncate(ptx, TEXT_LIMIT_BYTES, "PTX"), sass=sass, compiler=_compiler(), ir=ir,
         )  # fmt: skip
 
 
@@ -328,7 +330,7 @@ def _lean(artifact: Artifact) -> Artifact:
     if artifact.stage is None:
         return artifact
     return artifact.model_copy(
-        update={"stage": artifact.stage.model_copy(update={"ptx": None, "sass": None})}
+        update={"stage": artifact.stage.model_copy(update={"ptx": None, "sass": None, "ir": {}})}
     )
 
 

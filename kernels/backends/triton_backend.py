@@ -31,6 +31,7 @@ from kplay.kernels.backends.base import (
     LaunchSpec,
     register,
 )
+from kplay.kernels.backends.triton_listings import ir_listings
 from kplay.kernels.hardware import has_cuda_gpu, prepare_cpu_fallbacks
 from kplay.kernels.models import CompileStage, Resources
 
@@ -228,6 +229,7 @@ def _gpu_report(compiled: Any, name: str) -> CompileStage:
         resources=[resources],
         ptx=ptx if isinstance(ptx, str) else None,
         sass=sass if isinstance(sass, str) else None,
+        ir=ir_listings(asm),
         compiler=_compiler(),
     )
 
