@@ -17,6 +17,7 @@ from pathlib import Path
 from kplay.app import benchrefs
 from kplay.app.bookfront import PART_FILE, BookError, load_part, part_number
 from kplay.app.bookmd import CellSpec, render
+from kplay.app.problemcell import is_problem_cell_id, problem_cell
 from kplay.kernels.problem import ProblemSpec
 from kplay.resources import data_dir
 
@@ -201,7 +202,8 @@ class Book:
         return found
 
     def cell(self, cell_id: str) -> CellSpec:
-        found = self.index().cells.get(cell_id)
+        """A chapter's cell, or the catalog's own cell of a problem (app.problemcell)."""
+        found = self.index().cells.get(cell_id) or problem_cell(cell_id, self.problems)
         if found is None:
             raise KeyError(f"no kernel cell {cell_id!r} in the book")
         return found
@@ -236,6 +238,13 @@ def _build_index(
             raise BookError(chapter.path, 1, f"slug {chapter.slug!r} already used by {other}")
         by_slug[chapter.slug] = chapter
         for cell in chapter.cells:
+            if is_problem_cell_id(cell.id):
+                raise BookError(
+                    cell.path,
+                    cell.line,
+                    f"kernel-cell id {cell.id!r}: ids of the form "
+                    "'problem-<slug>' belong to the problem catalog's own cells",
+                )
             if cell.id in cells:
                 first = cells[cell.id]
                 where = f"{first.path.parent.name}/{first.path.name}:{first.line}"

@@ -16,13 +16,19 @@ from kplay.app.deps import RunsDep, ServicesDep, UserDep
 from kplay.app.render import error_page, render
 from kplay.app.services import views
 from kplay.app.services.apidocs import reference
+from kplay.app.services.progress import reader_progress
 
 router = APIRouter(include_in_schema=False)
 
 
 @router.get("/", response_class=HTMLResponse)
-def index(request: Request, services: ServicesDep) -> Response:
-    return render(request, services, "index.html", page=views.toc_page(services.book))
+def index(request: Request, services: ServicesDep, runs: RunsDep, user: UserDep) -> Response:
+    # Each cell's state for this reader, from one query for the whole page.
+    progress = reader_progress(runs.db, services.catalog, user)
+    page = views.toc_page(services.book)
+    return render(
+        request, services, "index.html", page=page, progress=progress, catalog=services.catalog
+    )
 
 
 def _moved(request: Request, chapter: Chapter) -> Response:

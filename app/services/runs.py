@@ -137,7 +137,7 @@ class RunService:
             id=job.job_id,
             user=user,
             cell_id=req.cell,
-            chapter=cell.chapter if cell else None,
+            chapter=(cell.chapter or None) if cell else None,  # none for a catalog cell
             problem=problem.slug,
             backend=req.backend,
             source=req.source,

@@ -72,7 +72,8 @@ def _chapter_urls() -> list[str]:
 
 
 CHAPTERS = _chapter_urls()
-PAGES = ["/", *CHAPTERS, "/fleet", "/docs", "/search?q=shared+memory"]
+PROBLEM_PAGES = ["/problems", "/problems/gemm_blocktile_2d"]
+PAGES = ["/", *CHAPTERS, *PROBLEM_PAGES, "/fleet", "/docs", "/search?q=shared+memory"]
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +144,7 @@ def test_no_page_scrolls_sideways(
         problem = _too_wide(path, _visit(page, server + path, scheme))
         if problem:
             wide.append(problem)
-        if path in CHAPTERS:
+        if path in CHAPTERS or path in PROBLEM_PAGES:
             shot = artifacts / _picture_name(path, width, scheme)
             page.screenshot(path=str(shot), full_page=True)  # type: ignore[attr-defined]
     assert not wide, "pages wider than the window:\n" + "\n".join(wide)
