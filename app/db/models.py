@@ -55,9 +55,12 @@ class Run(Base):
     state: Mapped[str] = mapped_column(String(32), default="queued")
     detail: Mapped[str | None] = mapped_column(Text, nullable=True)
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # Set when the owner shares the run: its read-only link is /shared/<share_token>.
+    share_token: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
     __table_args__ = (
         Index("ix_runs_cell_user_created", "cell_id", "user", "created_at"),
         Index("ix_runs_state", "state"),
         Index("ix_runs_user_created", "user", "created_at"),
+        Index("ix_runs_share_token", "share_token", unique=True),
     )
