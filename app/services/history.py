@@ -15,7 +15,7 @@ from kplay.app.services.cards import VERDICTS, parse_result
 from kplay.app.services.problems import backend_title
 from kplay.app.services.records import is_final
 from kplay.app.services.runs import RunNotFound, RunService
-from kplay.kernels.models import RunResult
+from kplay.kernels.models import RunResult, TimingStage
 
 
 @dataclass(frozen=True)
@@ -294,11 +294,26 @@ def _speed(old: RunResult | None, new: RunResult | None, names: tuple[str, str])
             f"({_device(old) or '—'}, {_device(new) or '—'}): their times do not compare."
         )
     factor = old_us / new_us
+    apart = fmt.ratio(max(factor, 1 / factor))
     if abs(factor - 1) < 0.005:
         return f"{newer} takes as long as {older}."
+    if _overlap(t_old, t_new):
+        return (
+            f"{newer} and {older} take about as long: {apart} apart, and the middle halves "
+            "of their timings overlap, so the difference is within the noise."
+        )
     if factor > 1:
-        return f"{newer} is {fmt.ratio(factor)} faster than {older}."
-    return f"{newer} is {fmt.ratio(1 / factor)} slower than {older}."
+        return f"{newer} is {apart} faster than {older}."
+    return f"{newer} is {apart} slower than {older}."
+
+
+def _overlap(a: TimingStage | None, b: TimingStage | None) -> bool:
+    """Whether two timings' interquartile ranges overlap; False where one is not known."""
+    if a is None or b is None:
+        return False
+    if a.q1_us is None or a.q3_us is None or b.q1_us is None or b.q3_us is None:
+        return False
+    return a.q1_us <= b.q3_us and b.q1_us <= a.q3_us
 
 
 def _pair_chart(

@@ -357,6 +357,32 @@
       });
   };
 
+  // A shared run forked into this cell (app/services/sharing.py): its source and launch
+  // go into the reader's editor; pressing Run makes it the reader's own run.
+  Cell.prototype.fork = function (run) {
+    var title = this.offers[run.backend] ? this.offers[run.backend].title : run.backend;
+    if (!this.offers[run.backend]) {
+      this.say("This cell does not offer " + title + ": the shared run was not loaded.");
+      return;
+    }
+    if (run.backend !== this.backend) this.select(run.backend);
+    var current = this.editor.getDoc();
+    if (current !== run.source && current !== this.offers[run.backend].starter &&
+        !window.confirm("Replace your " + title + " code in this cell with the shared run?")) {
+      this.say("Kept your code: the shared run was not loaded.");
+      return;
+    }
+    this.editor.clearMarks();
+    this.editor.setDoc(run.source);
+    this.saveNow();
+    this.launchValues[this.backend] = run.launch_fields || {};
+    this.showBackend(this.backend);
+    if (Object.keys(run.launch_fields || {}).length) this.form.querySelector("[data-launch]").open = true;
+    this.el.scrollIntoView({ block: "start" });
+    this.editor.focus();
+    this.say("Loaded the shared run into your editor: press Run to run it as yours.");
+  };
+
   Cell.prototype.gotoLine = function (line) {
     var view = this.editor.view;
     if (view && view.state && line >= 1) {
@@ -452,6 +478,80 @@
     } else {
       box.textContent = "The roofline chart could not be drawn (its script did not load).";
     }
+  }
+
+  // ------------------------------------------------------------------ share, fork, compare
+
+  // The answer of `url` (a fragment, an error's too) into `slot`, with its chart drawn.
+  function fetchInto(slot, url, method) {
+    return fetch(url, { method: method || "GET", headers: { "HX-Request": "true" }, credentials: "same-origin" })
+      .then(function (resp) { return resp.text(); })
+      .then(function (html) {
+        slot.innerHTML = html;
+        localTimes(slot);
+        drawRoofline(slot);
+      })
+      .catch(function (err) {
+        slot.textContent = "Could not reach the server (" + err.message + "). Try again when it is back.";
+      });
+  }
+
+  function onShareClick(ev) {
+    var button = ev.target.closest("[data-share-run]");
+    if (button) {
+      var box = button.closest("[data-share]");
+      button.disabled = true;
+      fetchInto(box, "/runs/" + encodeURIComponent(button.getAttribute("data-share-run")) + "/share", "POST")
+        .then(function () {
+          var url = box.querySelector("[data-share-url]");
+          if (url) url.select();
+        });
+      return;
+    }
+    var copy = ev.target.closest("[data-copy-share]");
+    if (!copy) return;
+    var input = copy.parentNode.querySelector("[data-share-url]");
+    input.select();
+    if (!navigator.clipboard) return;
+    navigator.clipboard.writeText(input.value).then(
+      function () { copy.textContent = "Copied"; },
+      function () { copy.textContent = "Select and copy"; }
+    );
+  }
+
+  // Two ticked attempts of a cell, compared under its attempts list.
+  function onCompareSubmit(ev) {
+    var form = ev.target.closest && ev.target.closest("[data-compare-form]");
+    if (!form) return;
+    ev.preventDefault();
+    var query = new URLSearchParams(new FormData(form)).toString();
+    fetchInto(form.querySelector("[data-compare-slot]"), form.getAttribute("action") + "?" + query);
+  }
+
+  // ?fork=<token> on a cell's page: the shared run goes into its cell's editor, once.
+  function forkFromAddress() {
+    var params = new URLSearchParams(window.location.search);
+    var token = params.get("fork");
+    if (!token) return;
+    params.delete("fork");
+    var rest = params.toString();
+    window.history.replaceState(null, "", window.location.pathname + (rest ? "?" + rest : "") + window.location.hash);
+    var target = cellById(window.location.hash.replace(/^#cell-/, "")) || cells[0];
+    fetch("/api/v1/shared/" + encodeURIComponent(token), { headers: { Accept: "application/json" } })
+      .then(function (resp) {
+        return resp.json().then(function (body) {
+          if (!resp.ok) throw new Error(body.detail || "the server answered " + resp.status);
+          return body;
+        });
+      })
+      .then(function (run) {
+        var cell = cellById(run.cell || "");
+        if (!cell) throw new Error("this page has no cell " + run.cell);
+        cell.fork(run);
+      })
+      .catch(function (err) {
+        if (target) target.say("Could not load the shared run: " + err.message);
+      });
   }
 
   // ------------------------------------------------------------------ live progress
@@ -667,6 +767,9 @@
     });
     activateWithin(document, false);
     wireHtmx();
+    document.addEventListener("click", onShareClick);
+    document.addEventListener("submit", onCompareSubmit);
+    forkFromAddress();
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

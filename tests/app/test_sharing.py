@@ -266,6 +266,17 @@ def test_comparing_with_an_untimed_attempt_says_why(
     assert [p["label"] for p in roofline_points(html)] == ["Attempt #1"]
 
 
+def test_a_difference_within_the_noise_is_not_ranked(
+    client: TestClient, executor: FakeExecutor
+) -> None:
+    first = run_in_cell(client)  # 100 µs, the middle half of its timings 98 to 103 µs
+    executor.script = lambda job: correct_result(job, median_us=102.0)
+    second = run_in_cell(client)
+    html = html_text.unescape(compare(client, first, second).text)
+    assert "Attempt #2 and Attempt #1 take about as long: 1.02× apart" in html
+    assert "slower" not in html
+
+
 def other_device(job: RunJob) -> RunResult:
     result = correct_result(job, median_us=40.0)
     assert result.roofline is not None

@@ -74,6 +74,8 @@ def _chapter_urls() -> list[str]:
 CHAPTERS = _chapter_urls()
 PROBLEM_PAGES = ["/problems", "/problems/gemm_blocktile_2d"]
 PAGES = ["/", *CHAPTERS, *PROBLEM_PAGES, "/fleet", "/docs", "/search?q=shared+memory"]
+# A shared link that names no run (a real shared run's page: tests/browser/test_sharing.py).
+PAGES.append("/shared/" + "0" * 32)
 
 
 @pytest.fixture(scope="module")
