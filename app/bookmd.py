@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from markdown_it import MarkdownIt
+from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from mdit_py_plugins.admon import admon_plugin
 from mdit_py_plugins.anchors import anchors_plugin
@@ -26,6 +27,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from kplay.app.bookfront import BookError, FrontMatter, parse_front
+from kplay.app.services.sourceview import source_href
 from kplay.kernels.problem import ProblemSpec
 
 __all__ = ["BookError", "CellSpec", "RenderedMarkdown", "render"]
@@ -159,6 +161,21 @@ def _render_fence(self: Any, tokens: list[Token], idx: int, options: Any, env: A
     )
 
 
+def _inside_link(tokens: list[Token], idx: int) -> bool:
+    depth = 0
+    for tok in tokens[:idx]:
+        depth += {"link_open": 1, "link_close": -1}.get(tok.type, 0)
+    return depth > 0
+
+
+def _render_code_inline(self: Any, tokens: list[Token], idx: int, options: Any, env: Any) -> str:
+    """A code span; one that names a file of the package (`kernels/check.py`, or with a line,
+    `kernels/check.py:42`) opens it in the source view."""
+    code = RendererHTML.code_inline(self, tokens, idx, options, env)
+    href = None if _inside_link(tokens, idx) else source_href(tokens[idx].content)
+    return f'<a class="source-link" href="{href}">{code}</a>' if href else code
+
+
 @lru_cache(maxsize=1)
 def markdown() -> MarkdownIt:
     md = (
@@ -170,6 +187,7 @@ def markdown() -> MarkdownIt:
         .use(admon_plugin)
     )
     md.add_render_rule("fence", _render_fence)
+    md.add_render_rule("code_inline", _render_code_inline)
     return md
 
 
