@@ -545,8 +545,12 @@
         });
       })
       .then(function (run) {
-        var cell = cellById(run.cell || "");
-        if (!cell) throw new Error("this page has no cell " + run.cell);
+        // The run's own cell, else one of the same problem that offers its language (a
+        // problem's page shows a chapter's cell once the book embeds the problem).
+        var cell = cellById(run.cell || "") || cells.filter(function (c) {
+          return c.data.problem === run.problem && c.offers[run.backend];
+        })[0];
+        if (!cell) throw new Error("this page has no cell for " + run.problem_title);
         cell.fork(run);
       })
       .catch(function (err) {

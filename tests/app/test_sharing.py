@@ -202,6 +202,27 @@ def test_a_run_without_a_cell_is_viewable_not_forkable(client: TestClient) -> No
     assert shared["fork_url"] is None and shared["cell"] is None
 
 
+def test_a_catalog_cell_run_forks_on_its_problem_page(client: TestClient) -> None:
+    services = client.app.state.services  # type: ignore[attr-defined]
+    embedded = {c.problem for ch in services.book.chapters() for c in ch.cells}
+    spec = sorted(services.catalog.values(), key=lambda p: (p.slug in embedded, p.slug))[0]
+    backend = "numba-cpu" if "numba-cpu" in spec.backends else spec.backends[0]
+    cell = f"problem-{spec.slug}"
+    data = {"backend": backend, "source": SOURCE}
+    reply = client.post(f"/cells/{cell}/runs", data=data, headers=PAGE)
+    assert reply.status_code == 201, reply.text
+    run_id = re.search(r'data-run-id="([0-9a-f]{32})"', reply.text).group(1)  # type: ignore[union-attr]
+    token = share(client, run_id)
+    other = TestClient(client.app)
+    shared = other.get(f"/api/v1/shared/{token}").json()
+    assert shared["fork_url"] == f"/problems/{spec.slug}?fork={token}#cell-{cell}"
+    assert shared["chapter"] is None
+    page = other.get(shared["fork_url"].split("#")[0])
+    # The problem's page has a cell of that problem (its own, or a chapter's that embeds it).
+    assert page.status_code == 200 and 'class="kcell"' in page.text
+    assert f'"problem": "{spec.slug}"' in page.text
+
+
 def test_the_shared_chart_shows_only_the_shared_run(
     client: TestClient, executor: FakeExecutor
 ) -> None:
