@@ -76,6 +76,9 @@ PROBLEM_PAGES = ["/problems", "/problems/gemm_blocktile_2d"]
 PAGES = ["/", *CHAPTERS, *PROBLEM_PAGES, "/fleet", "/docs", "/search?q=shared+memory"]
 # A shared link that names no run (a real shared run's page: tests/browser/test_sharing.py).
 PAGES.append("/shared/" + "0" * 32)
+# A source file, opened at a line (its wide lines scroll inside the code box), and a folder the
+# source view refuses with the list of its files.
+PAGES += ["/source/kernels/check.py#L42", "/source/kernels/problems/sgemm"]
 
 
 @pytest.fixture(scope="module")
