@@ -12,7 +12,9 @@ import subprocess
 import sys
 import tomllib
 import zipfile
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -148,17 +150,17 @@ async def _raw_get(app: FastAPI, path: str) -> tuple[int, str]:
         "root_path": "", "headers": [(b"host", b"testserver")],
         "client": ("127.0.0.1", 50000), "server": ("testserver", 80),
     }  # fmt: skip
-    sent: list[dict[str, object]] = []
+    sent: list[MutableMapping[str, Any]] = []
 
-    async def receive() -> dict[str, object]:
+    async def receive() -> MutableMapping[str, Any]:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    async def send(message: dict[str, object]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         sent.append(message)
 
     await app(scope, receive, send)
-    status = next(int(m["status"]) for m in sent if m["type"] == "http.response.start")  # type: ignore[call-overload]
-    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")  # type: ignore[misc]
+    status = next(int(m["status"]) for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     return status, body.decode()
 
 
