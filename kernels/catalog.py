@@ -11,12 +11,14 @@ from types import ModuleType
 
 from pydantic import ValidationError
 
-from kplay.kernels import formula, sizing
+from kplay.kernels import contract, dtypes, formula, sizing, torchref
+from kplay.kernels.folder import check_layout, problem_folders
 from kplay.kernels.names import unknown
 from kplay.kernels.problem import (
     CHEAT_VERDICTS,
     Case,
     ProblemSpec,
+    Tolerance,
     backend_for_path,
     declared_verdict,
 )
@@ -49,16 +51,20 @@ def _load_toml(path: Path) -> dict:
         raise ProblemLoadError(path, None, f"not valid TOML: {exc}") from None
 
 
-def _load_reference(path: Path, slug: str) -> ModuleType:
+def _load_reference(path: Path, problem: ProblemSpec) -> ModuleType:
     if not path.is_file():
         raise ProblemLoadError(path, None, "missing reference.py")
-    spec = importlib.util.spec_from_file_location(f"kernels_problem_ref_{slug}", path)
+    spec = importlib.util.spec_from_file_location(f"kernels_problem_ref_{problem.slug}", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except Exception as exc:  # noqa: BLE001 - any import failure is a broken folder
         raise ProblemLoadError(path, None, f"cannot import: {type(exc).__name__}: {exc}") from None
+    try:
+        torchref.adapt(module, problem)
+    except torchref.TorchReferenceError as exc:
+        raise ProblemLoadError(path, exc.field, str(exc)) from None
     for name in ("generate", "reference"):
         if not callable(getattr(module, name, None)):
             raise ProblemLoadError(path, name, f"reference.py must define a function {name}()")
@@ -107,9 +113,7 @@ def _check_spec(spec: ProblemSpec, folder: Path) -> None:
                 )
     for i, case in enumerate(spec.benchmarks):
         _check_cpu_case(spec, case, toml_path, f"benchmarks[{i}]")
-    for arg in spec.args:
-        if arg.is_array and arg.dtype not in spec.tolerance:
-            raise ProblemLoadError(toml_path, "tolerance", f"no tolerance for dtype {arg.dtype}")
+    _check_dtypes(spec, toml_path)
     for backend in spec.backends:
         launch = spec.launch.get(backend)
         if launch is None:
@@ -124,6 +128,48 @@ def _check_spec(spec: ProblemSpec, folder: Path) -> None:
         starters = [p for p in (folder / "starter").glob("*") if backend_for_path(p) == backend]
         if not starters:
             raise ProblemLoadError(folder / "starter", backend, "no starter file for backend")
+
+
+def _check_dtypes(spec: ProblemSpec, toml_path: Path) -> None:
+    """Scalars are plain NumPy numbers; every output's dtype has a tolerance (written, or
+    the default of a low-precision float), and an exact type has none written. Afterwards
+    `spec.tolerance` holds one for each output dtype, each knowing its dtype."""
+    for i, arg in enumerate(spec.args):
+        info = dtypes.get(arg.dtype)
+        if not arg.is_array and (info.extension or info.kind in ("packed", "bool")):
+            raise ProblemLoadError(
+                toml_path,
+                f"args[{i}].dtype",
+                f"a {arg.role} is passed as a plain number: int8 ... uint64, float16, "
+                f"float32 or float64, not {arg.dtype}",
+            )
+    for name, tol in spec.tolerance.items():
+        if name not in dtypes.DTYPES:
+            raise ProblemLoadError(toml_path, f"tolerance.{name}", f"unknown dtype {name!r}")
+        if dtypes.get(name).exact:
+            raise ProblemLoadError(
+                toml_path,
+                f"tolerance.{name}",
+                f"{name} values are compared exactly; remove [tolerance.{name}]",
+            )
+        tol._dtype = name
+    for arg in spec.outputs:
+        if arg.dtype in spec.tolerance:
+            continue
+        info = dtypes.get(arg.dtype)
+        if info.exact:
+            spec.tolerance[arg.dtype] = Tolerance.of(arg.dtype)
+        elif arg.dtype in dtypes.DEFAULT_TOLERANCES:
+            atol, rtol = dtypes.DEFAULT_TOLERANCES[arg.dtype]
+            spec.tolerance[arg.dtype] = Tolerance.of(arg.dtype, atol, rtol)
+        else:
+            raise ProblemLoadError(
+                toml_path,
+                "tolerance",
+                f"no tolerance for the {arg.dtype} output {arg.name!r}: add "
+                f"[tolerance.{arg.dtype}] with atol and rtol (float32 and float64 have no "
+                "default: how far a result may drift depends on the algorithm)",
+            )
 
 
 def _check_cpu_case(spec: ProblemSpec, case: Case, toml_path: Path, field: str) -> None:
@@ -204,12 +250,30 @@ def load_problem(folder: Path | str) -> ProblemSpec:
         first = exc.errors()[0]
         raise ProblemLoadError(toml_path, _field_path(first["loc"]), first["msg"]) from None
     _check_spec(spec, folder)
+    check_layout(folder, spec.backends, ProblemLoadError)
     _check_cheats(spec, folder)
     spec.benchmarks = sizing.size_benchmarks(spec)
     spec._folder = folder.resolve()
-    spec._reference = _load_reference(_reference_path(spec, folder), spec.slug)
+    reference = _reference_path(spec, folder)
+    spec._reference = _load_reference(reference, spec)
+    try_first_case(spec, reference)
     spec._borrowed = _borrowed_solutions(spec, folder)
     return spec
+
+
+def try_first_case(spec: ProblemSpec, reference: Path) -> contract.CaseReport:
+    """Run generate() and reference() once, on the first test case, and check what they
+    return against problem.toml (names, shapes, dtypes): a broken reference is found when
+    the catalog loads, not blamed on the first learner who runs a kernel."""
+    case = spec.tests[0]
+    try:
+        return contract.try_case(spec, case)
+    except contract.ProblemError as exc:
+        raise ProblemLoadError(reference, None, f"test case {case.name!r}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the problem's own code raised
+        raise ProblemLoadError(
+            reference, None, f"test case {case.name!r}: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def _reference_path(spec: ProblemSpec, folder: Path) -> Path:
@@ -268,11 +332,17 @@ def _borrowed_solutions(spec: ProblemSpec, folder: Path) -> dict[str, list[Path]
 
 
 def problem_dirs(root: Path | None = None) -> list[Path]:
+    """Every problem folder of the catalog's roots (the tree's and KPLAY_EXTRA_PROBLEMS's).
+
+    A subfolder without problem.toml is refused, naming it; an extra root that is missing
+    is refused too, rather than leaving its problems out without a word.
+    """
     roots = [root] if root else [PROBLEMS_DIR, *_extra_roots()]
     out: list[Path] = []
     for r in roots:
-        if r.is_dir():
-            out.extend(p for p in sorted(r.iterdir()) if (p / "problem.toml").exists())
+        if not r.is_dir():
+            raise ProblemLoadError(r, None, "not a folder of problems (KPLAY_EXTRA_PROBLEMS)")
+        out.extend(problem_folders(r, ProblemLoadError))
     return out
 
 

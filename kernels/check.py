@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from kplay.kernels import formula
+from kplay.kernels import dtypes, exact, formula
 from kplay.kernels.arrays import ArrayOps, poison_value, scalar, to_numpy
+from kplay.kernels.contract import ProblemError, check_inputs, check_outputs
 from kplay.kernels.diagnose import at, diagnose, number, race
 from kplay.kernels.draws import Draws, array_module, on_device
 from kplay.kernels.memo import Memo
@@ -22,8 +23,9 @@ from kplay.kernels.models import CaseCheck
 from kplay.kernels.problem import Case, ProblemSpec, Tolerance
 
 
-class InputError(RuntimeError):
-    """The problem's generator broke its own contract (a bug in the problem folder)."""
+# The problem's generator or reference broke its own contract (a bug in the problem
+# folder, reported as such: kernels.contract).
+InputError = ProblemError
 
 
 # A case whose arrays take at least this many bytes lives on the GPU for a GPU backend:
@@ -41,12 +43,15 @@ def array_bytes(problem: ProblemSpec, params: dict[str, Any]) -> int:
             count = 1
             for dim in arg.shape:
                 count *= formula.evaluate_int(dim, params)
-            total += count * np.dtype(arg.dtype).itemsize
+            total += count * dtypes.get(arg.dtype).storage.itemsize
     return total
 
 
 def home_module(problem: ProblemSpec, params: dict[str, Any], ops: ArrayOps) -> Any:
-    """Where a case's inputs, reference outputs and comparisons live: cupy or numpy."""
+    """Where a case's inputs, reference outputs and comparisons live: cupy or numpy (always
+    numpy for bfloat16 and float8 arrays, which CuPy cannot hold)."""
+    if any(a.is_array and dtypes.get(a.dtype).extension for a in problem.args):
+        return np
     if ops.on_gpu and array_bytes(problem, params) >= DEVICE_CASE_MIN_BYTES:
         import cupy
 
@@ -100,6 +105,7 @@ def expected_outputs(
     if hit is not None:
         return hit
     out = problem.reference.reference(dict(inputs), dict(params))
+    check_outputs(problem, params, out)
     if memoise:
         MEMO.put(key, out)
     return dict(out)
@@ -126,16 +132,15 @@ def generate_inputs(
 
 def _generate(problem: ProblemSpec, params: dict[str, Any], seed: int, xp: Any) -> dict[str, Any]:
     inputs = problem.reference.generate(dict(params), Draws(seed, xp))
+    check_inputs(problem, params, inputs)
     for arg in problem.inputs:
-        if arg.name not in inputs:
-            raise InputError(f"{problem.slug}: generate() did not return {arg.name!r}")
         if arg.is_array:
             if array_module(inputs[arg.name]) is not xp:
                 raise InputError(
                     f"{problem.slug}: generate() returned {arg.name!r} outside the arrays "
                     "its Draws gives (draw every array with draw.uniform/draw.normal)"
                 )
-            arr = xp.ascontiguousarray(inputs[arg.name], dtype=arg.dtype)
+            arr = xp.ascontiguousarray(inputs[arg.name], dtype=dtypes.get(arg.dtype).storage)
             expected = shape_of(problem, arg.name, params)
             if arr.shape != expected:
                 raise InputError(
@@ -170,11 +175,11 @@ def prepare(
         else:
             zeros = arg.init == "zeros"
             dev = ops.empty_like_poisoned(
-                shape_of(problem, arg.name, params), np.dtype(arg.dtype), zeros
+                shape_of(problem, arg.name, params), dtypes.get(arg.dtype).storage, zeros
             )
             (prepared.zero_init if zeros else prepared.poisoned).append(arg.name)
         prepared.device[arg.name] = dev
-        prepared.args.append(dev)
+        prepared.args.append(ops.for_kernel(dev))
     return prepared
 
 
@@ -184,7 +189,7 @@ def reset_outputs(prepared: PreparedCase, ops: ArrayOps, problem: ProblemSpec) -
         ops.fill(prepared.device[name], 0)
     for name in prepared.poisoned:
         arg = problem.arg(name)
-        ops.fill(prepared.device[name], poison_value(np.dtype(arg.dtype)))
+        ops.fill(prepared.device[name], poison_value(dtypes.get(arg.dtype).storage))
     for arg in problem.args:
         if arg.role == "inout":
             ops.copy_from_host(prepared.device[arg.name], prepared.host_inputs[arg.name])
@@ -203,7 +208,9 @@ def compare(
     timed run, and its passes over memory are most of the re-check's cost. A mismatch is
     worded by kernels.diagnose (`inputs`, the case's inputs, help it name a cause).
     """
-    got = to_numpy(got)
+    if exact.is_exact(tol):  # integers, bool: compared exactly (kernels.exact)
+        return exact.compare(name, got, expected, tol)
+    got, expected = exact.unpacked(to_numpy(got), to_numpy(expected), tol)
     # The poison is a signalling NaN: widening it raises the invalid flag, not an error.
     with np.errstate(invalid="ignore"):
         got64 = np.asarray(got, dtype=np.float64)
@@ -272,8 +279,8 @@ def compare_on_device(got: Any, expected: np.ndarray, tol: Tolerance) -> dict[st
     """
     import cupy
 
-    if tuple(got.shape) != tuple(expected.shape):
-        return None
+    if tuple(got.shape) != tuple(expected.shape) or exact.on_host_only(tol):
+        return None  # exact and packed types are compared on the host (kernels.exact)
     exp = cupy.asarray(expected).astype(cupy.float64)
     diff = got.astype(cupy.float64)
     diff -= exp
@@ -332,11 +339,11 @@ def verify(
         elif not ops.on_gpu and _elements(dev) >= HOST_ONE_PASS_MIN:
             from kplay.kernels.repcheck import errors_on_host
 
-            result = errors_on_host(ops.view_on_host(dev), expected[arg.name], tol)
+            got = dtypes.as_declared(ops.view_on_host(dev), arg.dtype)
+            result = errors_on_host(got, expected[arg.name], tol)
         if result is None:
-            result = compare(
-                arg.name, ops.to_host(dev), expected[arg.name], tol, prepared.host_inputs
-            )
+            got = dtypes.as_declared(ops.to_host(dev), arg.dtype)
+            result = compare(arg.name, got, expected[arg.name], tol, prepared.host_inputs)
         result["output"] = arg.name
         if not result["ok"]:
             return CaseCheck(name=case.name, params=case.params, **result)
@@ -359,6 +366,7 @@ def run_case(
     ops.synchronize()
     expected = expected_outputs(problem, dict(case.params), seed, prepared.host_inputs, memoise)
     check = verify(problem, prepared, ops, expected)
+    check = exact.second_fill(check, problem, prepared, ops, launch, expected)
     if not check.ok and check.output in {arg.name for arg in problem.outputs}:
         check = _race_or(check, problem, prepared, ops, launch)
     return check, prepared

@@ -21,8 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
+from kplay.kernels.dtypes import is_float
 from kplay.kernels.arrays import FLOAT_POISON_BITS, bits_of, poison_bits, poison_value
 
 # Out-of-place tests look at this many wrong elements at most (the first ones).
@@ -144,7 +146,7 @@ def _non_finite(
     text = f"Written as NaN or inf: the kernel stored {word} in {at(name, first)}{more}."
     dtype = np.dtype(got.dtype)
     if np.isinf(g) and np.isfinite(e):
-        top = _short(np.finfo(dtype).max) if dtype.kind == "f" else "its range"
+        top = _short(ml_dtypes.finfo(dtype).max) if is_float(dtype) else "its range"
         return (
             f"{text} Overflow: the expected value is finite, so a result went past the "
             f"largest {dtype.name} ({top}), or something was divided by zero."
@@ -173,7 +175,7 @@ def _from_poison(value: Any) -> bool:
     if dtype not in FLOAT_POISON_BITS:
         return False
     width = 8 * dtype.itemsize
-    mantissa = {16: 10, 32: 23, 64: 52}[width]
+    mantissa = int(ml_dtypes.finfo(dtype).nmant)  # float16 and bfloat16 differ at one width
     quiet = 1 << (mantissa - 1)
     sign = 1 << (width - 1)
     bits = int(np.asarray(value).view(f"uint{width}"))
@@ -182,9 +184,9 @@ def _from_poison(value: Any) -> bool:
 
 def _exp_limits(dtype: np.dtype, inputs: dict[str, Any] | None) -> str | None:
     """Overflow or 0/0 where the inputs go past what exp() can take in `dtype`."""
-    if dtype.kind != "f" or not inputs:
+    if not is_float(dtype) or not inputs:
         return None
-    info = np.finfo(dtype)
+    info = ml_dtypes.finfo(dtype)
     hi, lo = float(np.log(info.max)), float(np.log(info.smallest_subnormal))
     top = bottom = None
     for arr in inputs.values():

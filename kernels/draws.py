@@ -40,6 +40,10 @@ _M1 = 0xBF58476D1CE4E5B9
 _M2 = 0x94D049BB133111EB
 SQRT3 = math.sqrt(3.0)
 FLOAT_DTYPES = ("float16", "float32", "float64")
+# Drawn in float32 and rounded once to the type (to nearest, ties to even, by ml_dtypes):
+# on the host only, since CuPy has no such types (kernels.check keeps their cases there).
+LOW_FLOAT_DTYPES = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 def mix(z: int) -> int:
@@ -75,10 +79,26 @@ def normal_at(key: int, index: int, mean: float, std: float) -> float:
     return mean + std * z
 
 
+def integer_at(key: int, index: int, lo: int, span: int) -> int:
+    """Element `index` of integers(lo, lo + span - 1): the top 32 bits scaled to the span."""
+    return lo + (((bits_at(key, index) >> 32) * span) >> 32)
+
+
 def _round(value: float, dtype: str) -> Any:
     if dtype == "float16":
         return np.float16(np.float32(value))
+    if dtype in LOW_FLOAT_DTYPES:
+        from kplay.kernels import dtypes
+
+        return np.asarray(np.float32(value)).astype(dtypes.get(dtype).storage)[()]
     return np.dtype(dtype).type(value)
+
+
+def _mix_np(z: np.ndarray) -> np.ndarray:
+    """mix() on an array of uint64 (NumPy or CuPy: both wrap modulo 2**64)."""
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(_M1)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(_M2)
+    return z ^ (z >> np.uint64(31))
 
 
 # ------------------------------------------------------------------ host (Numba)
@@ -189,8 +209,19 @@ class Draws:
         return key
 
     def _fill(self, kind: str, shape: Any, a: float, b: float, dtype: str) -> Any:
+        if dtype in LOW_FLOAT_DTYPES:
+            if is_device_module(self.xp):
+                raise ValueError(f"{dtype} arrays are drawn on the host (CuPy has no {dtype})")
+            from kplay.kernels import dtypes
+
+            drawn = self._fill(kind, shape, a, b, "float32")
+            self.log[-1] = (*self.log[-1][:4], dtype)
+            return drawn.astype(dtypes.get(dtype).storage)
         if dtype not in FLOAT_DTYPES:
-            raise ValueError(f"draws are floating point; {dtype!r} is not ({FLOAT_DTYPES})")
+            raise ValueError(
+                f"uniform and normal draw floats; {dtype!r} is not one of "
+                f"{FLOAT_DTYPES + LOW_FLOAT_DTYPES} (integers come from draw.integers)"
+            )
         key = self._next_key()
         self.log.append((kind, key, float(a), float(b), dtype))
         shape = _shape(shape)
@@ -226,6 +257,29 @@ class Draws:
         """An array of `shape` with a bell-shaped law of this mean and standard deviation."""
         return self._fill("normal", shape, mean, std, dtype)
 
+    def integers(self, shape: Any, lo: int, hi: int, dtype: str = "int32") -> Any:
+        """An array of `shape` of integers drawn from lo to hi, both included (at most 2**32
+        values apart): the top 32 bits of each draw scaled to the span, exact in uint64."""
+        if dtype not in INT_DTYPES:
+            raise ValueError(f"integers are drawn as one of {INT_DTYPES}, not {dtype!r}")
+        lo, hi = int(lo), int(hi)
+        span = hi - lo + 1
+        info = np.iinfo(dtype)
+        if not (0 < span <= 1 << 32) or lo < info.min or hi > info.max:
+            raise ValueError(f"integers({lo}, {hi}) must fit {dtype} and span at most 2**32")
+        key = self._next_key()
+        self.log.append(("integers", key, float(lo), float(span), dtype))
+        xp = self.xp
+        if self.at is not None:
+            counters = self.at.astype(np.uint64)
+        else:
+            size = int(np.prod(_shape(shape), dtype=np.int64))
+            counters = xp.arange(size, dtype=xp.uint64)
+        words = _mix_np(np.uint64(key) + (counters + np.uint64(1)) * np.uint64(GOLDEN))
+        scaled = ((words >> np.uint64(32)) * np.uint64(span)) >> np.uint64(32)
+        values = (scaled.astype(xp.int64) + lo).astype(dtype)
+        return values if self.at is not None else values.reshape(_shape(shape))
+
     def scalar(self, lo: float, hi: float) -> float:
         """One value drawn uniformly from [lo, hi], as a Python float (on the host)."""
         key = self._next_key()
@@ -239,6 +293,8 @@ class Draws:
     def element(self, array: int, index: int) -> Any:
         """Element `index` (flat) of the `array`-th array this object drew, recomputed alone."""
         kind, key, a, b, dtype = self.log[array]
+        if kind == "integers":
+            return np.dtype(dtype).type(integer_at(key, index, int(a), int(b)))
         value = uniform_at(key, index, a, b) if kind == "uniform" else normal_at(key, index, a, b)
         return _round(value, dtype)
 

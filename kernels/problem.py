@@ -18,8 +18,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from kplay.kernels import dtypes as _dtypes
+
 BACKEND_KEYS = ("cuda", "numba-cuda", "triton", "numba-cpu")
-DTYPES = ("float16", "bfloat16", "float32", "float64", "int32", "int64", "uint32", "uint8")
+DTYPES = _dtypes.NAMES
 CEILING_NAMES = ("fp32", "fp64", "fp16_tc", "bf16_tc", "tf32_tc")
 SolutionKind = Literal["correct", "wrong", "cheating"]
 
@@ -110,8 +112,22 @@ class Case(_Strict):
 
 
 class Tolerance(_Strict):
-    atol: float
-    rtol: float
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+
+    # The dtype the loader found this tolerance under (or made it for): tells the checker
+    # to compare exactly (integers, bool) or to unpack a packed 4-bit type first.
+    _dtype: str | None = PrivateAttr(default=None)
+
+    @property
+    def dtype(self) -> str | None:
+        return self._dtype
+
+    @classmethod
+    def of(cls, dtype: str, atol: float = 0.0, rtol: float = 0.0) -> Tolerance:
+        tol = cls(atol=atol, rtol=rtol)
+        tol._dtype = dtype
+        return tol
 
 
 class LaunchDefault(_Strict):

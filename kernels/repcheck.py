@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from kplay.kernels.arrays import bits_dtype, poison_bits, poison_value
+from kplay.kernels import dtypes, exact
+from kplay.kernels.arrays import bits_dtype, poison_bits, poison_value, to_numpy
 from kplay.kernels.problem import Tolerance
 
 # On the GPU both counts travel in one int64: the wrong elements in the low 32 bits, the
@@ -87,6 +88,9 @@ def errors_on_host(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> dic
     """
     if got.shape != expected.shape:
         return None
+    if exact.is_exact(tol):  # integers and bool: equal or not (kernels.exact)
+        return None if exact.count(got, expected, tol)[0] else dict(exact.compare_ok())
+    got, expected = exact.unpacked(got, expected, tol)
     bad, max_abs, max_rel = _host_errors()(
         _numba_friendly(got), _numba_friendly(expected), tol.atol, tol.rtol
     )
@@ -97,14 +101,17 @@ def errors_on_host(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> dic
 
 def _numba_friendly(arr: np.ndarray) -> np.ndarray:
     flat = np.ascontiguousarray(arr).reshape(-1)
-    # Numba's CPU target has no float16 arithmetic; the widening is exact.
-    return flat.astype(np.float32) if flat.dtype == np.float16 else flat
+    # Numba's CPU target has no float16, bfloat16 or float8 arithmetic; the widening is exact.
+    narrow = dtypes.is_float(flat.dtype) and flat.dtype.itemsize < 4
+    return flat.astype(np.float32) if narrow else flat
 
 
 def count_on_host(got: np.ndarray, expected: np.ndarray, tol: Tolerance) -> tuple[int, int, int]:
     """(wrong elements, of which unwritten, flat index of the first wrong one or -1)."""
     if got.shape != expected.shape:
         return got.size or 1, 0, 0
+    if exact.on_host_only(tol):  # exact and packed types (kernels.exact)
+        return exact.count(got, expected, tol)
     dtype = np.dtype(got.dtype)
     bits = np.ascontiguousarray(got).reshape(-1).view(bits_dtype(dtype))
     bad, unwritten, first = _host_counter()(
@@ -152,6 +159,16 @@ def _device_counter():  # type: ignore[no-untyped-def]
 
 def count_on_device(got: Any, expected: Any, tol: Tolerance) -> Any:
     """Enqueue the count for a CuPy output; returns a 0-d device array (see decode())."""
+    info = exact.declared(tol)
+    if info is not None and (info.extension or exact.on_host_only(tol)):
+        # Counted at once, not enqueued: exact and packed types by kernels.exact, and
+        # bfloat16 and float8 (held by CuPy as their bits) on the host.
+        import cupy
+
+        if info.extension:
+            got = dtypes.as_declared(cupy.asnumpy(got), info.name)
+        bad, unwritten, _first = count_on_host(got, to_numpy(expected), tol)
+        return cupy.asarray(np.int64(bad | (unwritten << _SHIFT)))
     dtype = np.dtype(got.dtype)
     poison = _device_poison(dtype)
     got, expected = got.reshape(-1), expected.reshape(-1)
