@@ -175,7 +175,7 @@ class ProblemSpec(_Strict):
     backends: list[str]
     tests: list[Case]
     benchmarks: list[Case]
-    tolerance: dict[str, Tolerance]
+    tolerance: dict[str, Tolerance] = Field(default_factory=dict)
     flops: str
     bytes: str
     compute_ceiling: str = "fp32"
