@@ -1,4 +1,5 @@
-"""`kplay`: the terminal front door: run, problems, calibrate, config, serve and worker."""
+"""`kplay`: the terminal front door: run, problems, check-problem, calibrate, config, serve
+and worker."""
 
 from __future__ import annotations
 
@@ -176,6 +177,14 @@ def cmd_problems(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check_problem(args: argparse.Namespace) -> int:
+    from kplay.kernels.problemcheck import check_problem
+
+    report = check_problem(args.problem)
+    print("\n".join(report.lines))
+    return 0 if report.ok else 1
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from kplay.kernels.calibrate import calibrate
     from kplay.kernels.roofline import ceilings_path
@@ -258,6 +267,13 @@ def build_parser() -> argparse.ArgumentParser:
     problems = sub.add_parser("problems", help="list the problem catalog")
     problems.add_argument("--json", action="store_true")
     problems.set_defaults(func=cmd_problems)
+    check = sub.add_parser(
+        "check-problem",
+        help="load one problem, run its generator and reference, check names, shapes, dtypes",
+        epilog="exit status: 0 the problem is sound, 1 not",
+    )
+    check.add_argument("problem", help="a slug (also under KPLAY_EXTRA_PROBLEMS) or a folder")
+    check.set_defaults(func=cmd_check_problem)
     cal = sub.add_parser("calibrate", help="measure this machine's ceilings and cache them")
     cal.add_argument("--kind", choices=["auto", "gpu", "cpu"], default="auto")
     cal.set_defaults(func=cmd_calibrate)
