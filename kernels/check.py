@@ -22,7 +22,6 @@ from kplay.kernels.memo import Memo
 from kplay.kernels.models import CaseCheck
 from kplay.kernels.problem import Case, ProblemSpec, Tolerance
 
-
 # The problem's generator or reference broke its own contract (a bug in the problem
 # folder, reported as such: kernels.contract).
 InputError = ProblemError

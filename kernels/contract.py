@@ -41,7 +41,9 @@ def _dtype_problem(arg: ArgSpec, got: np.dtype, who: str) -> str | None:
     elif got == info.storage:
         return None
     else:
-        want = f"{info.storage.name}" + (" bytes, two 4-bit values each" if info.kind == "packed" else "")
+        want = f"{info.storage.name}" + (
+            " bytes, two 4-bit values each" if info.kind == "packed" else ""
+        )
     what = "compared exactly" if info.exact else "packed"
     note = f"; {arg.dtype} is {what}" if info.kind != "float" else ""
     return f"{who} returned {arg.name!r} as {got.name}, and it must be {want}{note}"

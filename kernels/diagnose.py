@@ -24,8 +24,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from kplay.kernels.dtypes import is_float
 from kplay.kernels.arrays import FLOAT_POISON_BITS, bits_of, poison_bits, poison_value
+from kplay.kernels.dtypes import is_float
 
 # Out-of-place tests look at this many wrong elements at most (the first ones).
 SAMPLE = 2048

@@ -176,8 +176,8 @@ def _fill_words(
             f" Never written: {who} still hold{'s' if count == 1 else ''} the byte 0x5A the "
             f"harness filled {name} with, which is neither false (0) nor true (1)."
         )
-    width = 2 * info.storage.itemsize
-    first_fill = f"{int(fill)} (0x{int(np.asarray(fill).view(f'uint{8 * info.storage.itemsize}')):0{width}X})"
+    bits = int(np.asarray(fill).view(f"uint{8 * info.storage.itemsize}"))
+    first_fill = f"{int(fill)} (0x{bits:0{2 * info.storage.itemsize}X})"
     if known:
         second = int(poison_value(info.storage, second=True))
         return (

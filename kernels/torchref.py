@@ -69,7 +69,7 @@ def adapt(module: ModuleType, problem: Any) -> None:
     if target is None:
         return
     if getattr(module, "reference", None) is not None and getattr(module, "Model", None):
-        if target is not getattr(module, "reference"):
+        if target is not module.reference:
             raise TorchReferenceError(
                 "Model", "reference.py defines both reference and Model; keep one of the two"
             )
@@ -120,7 +120,9 @@ class TorchReference:
         if isinstance(target, type):
             target = target(**_named(target.__init__, params, skip_self=True))
         if isinstance(target, torch.nn.Module):
-            held = [n for n, _ in target.named_parameters()] + [n for n, _ in target.named_buffers()]
+            held = [n for n, _ in target.named_parameters()] + [
+                n for n, _ in target.named_buffers()
+            ]
             if held:
                 raise TorchReferenceError(
                     "Model",
