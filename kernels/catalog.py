@@ -136,12 +136,12 @@ def _check_dtypes(spec: ProblemSpec, toml_path: Path) -> None:
     `spec.tolerance` holds one for each output dtype, each knowing its dtype."""
     for i, arg in enumerate(spec.args):
         info = dtypes.get(arg.dtype)
-        if not arg.is_array and (info.extension or info.kind in ("packed", "bool")):
+        if not arg.is_array and (info.extension or info.kind == "packed"):
             raise ProblemLoadError(
                 toml_path,
                 f"args[{i}].dtype",
-                f"a {arg.role} is passed as a plain number: int8 ... uint64, float16, "
-                f"float32 or float64, not {arg.dtype}",
+                f"a {arg.role} is passed as a plain number: bool, int8 ... uint64, "
+                f"float16, float32 or float64, not {arg.dtype}",
             )
     for name, tol in spec.tolerance.items():
         if name not in dtypes.DTYPES:
