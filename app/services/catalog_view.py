@@ -199,7 +199,11 @@ def catalog_page(
 ) -> CatalogPage:
     progress = reader_progress(svc.db, catalog, user)
     embedded = embedding_cells(book)
-    problems = sorted(catalog.values(), key=lambda p: (p.title.lower(), p.slug))
+    # In the order the book first uses them; those it does not use yet last, by title.
+    first = {slug: i for i, slug in enumerate(embedded)}
+    problems = sorted(
+        catalog.values(), key=lambda p: (first.get(p.slug, len(first)), p.title.lower(), p.slug)
+    )
     entries = [entry(p, embedded.get(p.slug, []), progress) for p in problems]
     return CatalogPage(
         title="Problems",

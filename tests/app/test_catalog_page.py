@@ -94,6 +94,11 @@ def test_every_problem_is_listed_with_its_arguments_backends_and_tiers(client: T
         for tier in spec.tiers:
             assert f'<span class="tier-name">{tier.name}</span>' in entry
         assert _state(entry) == ("untried", None)
+    # In the order the book first uses them, within each section.
+    first_use = list(embedding_cells(client.app.state.services.book))  # type: ignore[attr-defined]
+    for exercise in (False, True):
+        used = [s for s in first_use if catalog[s].exercise == exercise]
+        assert sorted(used, key=lambda s: html.index(f'id="problem-{s}"')) == used
 
 
 def test_every_problem_page_opens_with_a_runnable_cell(client: TestClient) -> None:
