@@ -184,7 +184,8 @@ def entry(
         exercise=problem.exercise,
         url=f"/problems/{problem.slug}",
         args=[
-            ArgRow(a.name, ROLES[a.role], a.dtype, _shape(a), a.description) for a in problem.args
+            ArgRow(a.name, ROLES.get(a.role, a.role), a.dtype, _shape(a), a.description)
+            for a in problem.args
         ],
         backends=[backend_title(b) for b in problem.backends],
         tiers=_tiers(problem, mine),
