@@ -291,6 +291,9 @@ class ArrayOps:
             return dev
         import cupy
 
+        storage = _numpy_dtype(dev.dtype) if hasattr(dev, "detach") else None
+        if storage is not None:  # a torch bfloat16 or float8 tensor: its bits
+            return cupy.asarray(dev.view(getattr(self._torch, bits_dtype(storage).name)))
         return cupy.asarray(dev)
 
     def synchronize(self) -> None:

@@ -48,6 +48,13 @@ def on_host_only(tol: Any) -> bool:
     return info is not None and (info.exact or info.kind == "packed")
 
 
+def host_compare(tol: Any) -> bool:
+    """Compared on the host even on a GPU: the exact and packed types, and bfloat16 and
+    float8, which CuPy holds only as their bits."""
+    info = declared(tol)
+    return on_host_only(tol) or (info is not None and info.extension)
+
+
 def needs_second_fill(name: str) -> bool:
     """Types with no spare bit pattern: the integers and the packed types."""
     return dtypes.get(name).kind in ("int", "packed")
