@@ -19,6 +19,8 @@ functions, no fused multiply-add), so NumPy, Numba and CUDA produce the same bit
 - normal(mean, std): the Irwin-Hall sum of four such uniforms (two draws per element, at
   counters 2i and 2i + 1, 24 bits from each half), centred and scaled to variance one:
   z = (s - 2) * sqrt(3); bell-shaped, bounded by |z| < 3.47, then mean + std * z.
+- integers(lo, hi): lo + ((bits >> 32) * (hi - lo + 1)) >> 32, exact in uint64 arithmetic
+  (NumPy and CuPy alike); bfloat16 and float8 draws are float32 draws rounded once.
 
 A problem's `generate(params, draw)` asks a `Draws` for its arrays; each call takes the
 next stream, so the same code gives the same arrays on the host (NumPy) and on the
