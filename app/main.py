@@ -20,7 +20,9 @@ from kplay.app.executors import Reconciling, make_executor
 from kplay.app.guards import PublicStaticFiles
 from kplay.app.localmode import LocalMode
 from kplay.app.render import STATIC_DIR, error_page, make_templates
-from kplay.app.routers import api, fleet, live, pages, runs_html, search
+from kplay.app.routers import api, compiler, fleet, live, pages, runs_html, search, source
+from kplay.app.routers import catalog as problem_pages
+from kplay.app.routers import shared as share_routes
 from kplay.app.services.live import LiveSink
 from kplay.app.services.reconcile import Reconciler
 from kplay.app.services.records import DatabaseSink, reconcile_interrupted
@@ -141,6 +143,11 @@ def create_app(
     app.include_router(live.router)
     app.include_router(fleet.router)
     app.include_router(search.router)
+    app.include_router(compiler.router)
+    app.include_router(source.router)
+    app.include_router(problem_pages.router)
+    app.include_router(share_routes.router)
+    app.include_router(share_routes.api_router)
     _install_handlers(app)
     install_guards(app, settings)
     _install_timing(app)
