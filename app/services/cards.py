@@ -9,6 +9,7 @@ from typing import Any
 from kplay.app import format as fmt
 from kplay.app.db.models import Run
 from kplay.app.services import memlevel
+from kplay.app.services.cardnotes import says_nothing_new, untimed_label
 from kplay.app.services.problems import backend_title
 from kplay.app.services.records import is_final
 from kplay.kernels.models import CompileStage, Resources, RooflineStage, RunResult, RunState
@@ -231,45 +232,11 @@ def _check(card: RunCard, result: RunResult) -> None:
         )
 
 
-def _untimed_label(result: RunResult) -> str | None:
-    timing = result.timing
-    if timing is not None and timing.timed:
-        return None
-    kind = result.system.kind if result.system else None
-    reason = (timing.untimed_reason if timing else None) or ""
-    if kind == "simulator":
-        base = "Untimed (simulated)"
-    elif kind == "compile-only" or (result.check is None and result.compile and result.compile.ok):
-        base = "Compiled, not run"
-    elif reason:
-        base = "Untimed"
-    else:
-        return None
-    if not reason:
-        return base
-    if _norm(reason).startswith(_norm(base)):
-        return reason[0].upper() + reason[1:]
-    return f"{base}: {reason}"
-
-
-def _norm(text: str) -> str:
-    return " ".join(text.lower().split()).strip(" .")
-
-
-def _says_nothing_new(message: str, *known: str | None) -> bool:
-    """True when `message` only repeats the verdict and the untimed note."""
-    rest = _norm(message)
-    for text in sorted((t for t in known if t), key=len, reverse=True):  # longest first
-        rest = rest.replace(_norm(text), "")
-    rest = rest.replace("untimed", "")
-    return not rest.strip(" .:;,()")
-
-
 def _timing(card: RunCard, result: RunResult) -> None:
     if result.state in (RunState.done, RunState.compiled):
-        card.untimed = _untimed_label(result)
+        card.untimed = untimed_label(result)
         reason = result.timing.untimed_reason if result.timing else None
-        if card.untimed and card.message and _says_nothing_new(card.message, card.verdict, reason):
+        if card.untimed and card.message and says_nothing_new(card.message, card.verdict, reason):
             card.message = None
     t = result.timing
     if t is None or not t.timed:
