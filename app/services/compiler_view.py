@@ -106,6 +106,7 @@ class CompilerView:
     occupancy: Occupancy | None = None
     occupancy_launch: str = ""  # the launch the occupancy is for, in words
     occupancy_note: str = ""  # why there is none
+    note: str = ""  # how the listings were made, where it is not the run's own compile
     opcodes: list[tuple[str, int]] = field(default_factory=list)
     instructions: int = 0
     has_sass: bool = False
@@ -151,6 +152,12 @@ def build(run: Run, catalog: Mapping[str, ProblemSpec]) -> CompilerView:
     if stage is None or not stage.ok:
         return view
     _listings(view, stage, len(view.source))
+    if view.listings and view.backend == "triton" and "interpreter" in view.compiler:
+        arch = _arch(stage) or "a GPU"
+        view.note = (
+            f"This run used Triton's interpreter; the listings, badges and resources are of "
+            f"the same kernel compiled for {arch} without running, from its last test launch."
+        )
     _features(view, stage)
     view.advice = ptxas_advice(stage.log)
     view.resources = [_resource_row(r) for r in stage.resources]

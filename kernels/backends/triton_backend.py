@@ -31,7 +31,12 @@ from kplay.kernels.backends.base import (
     LaunchSpec,
     register,
 )
-from kplay.kernels.backends.triton_listings import ir_listings
+from kplay.kernels.backends.triton_listings import (
+    ListingBuild,
+    ir_listings,
+    launch_variant,
+    plain_variant,
+)
 from kplay.kernels.hardware import has_cuda_gpu, prepare_cpu_fallbacks
 from kplay.kernels.models import CompileStage, Resources
 
@@ -87,6 +92,12 @@ class TritonKernel(CompiledKernel):
         self.name = name
         self.interpreted = interpreted
         self.compiled: Any = None  # what the first GPU launch compiled, for report()
+        # Interpreted: a compile-only build for the listings, started at the first launch
+        # whose integers Triton would not specialise (else at report(), from the last).
+        self.listing: ListingBuild | None = None
+        self.last_variant: Any = None
+        self.listed: CompileStage | None = None  # what the build gave, for a reused kernel
+        self.build_listings = True  # off for a check-only run: nobody reads its listings
         # Meta-parameters an autotuner sets itself must not be passed again at launch.
         configs = getattr(kernel, "configs", None) or []
         self.autotuned = bool(configs)
@@ -111,6 +122,12 @@ class TritonKernel(CompiledKernel):
         plain = [_plain(a) for a in args]
         if self.interpreted:
             self._interpreted_call(grid, plain, kwargs)
+            started = self.listing is not None or self.listed is not None
+            wanted = self.build_listings and not started
+            if wanted and (variant := launch_variant(plain, spec)) is not None:
+                self.last_variant = variant
+                if plain_variant(variant):
+                    self.listing = ListingBuild(self.source, self.name, self.path.parent, variant)
             return
 
         try:
@@ -146,9 +163,19 @@ class TritonKernel(CompiledKernel):
         return [p.name for p in params if not _is_constexpr(p.annotation)]
 
     def report(self) -> CompileStage | None:
-        if self.interpreted or self.compiled is None:
+        if self.interpreted:
+            return self._listings()
+        if self.compiled is None:
             return None
         return _gpu_report(self.compiled, self.name)
+
+    def _listings(self) -> CompileStage | None:
+        """The compile-only build's stage, collected once (a warm worker reuses kernels)."""
+        if self.build_listings and self.listed is None and self.last_variant is not None:
+            folder = self.path.parent
+            build = self.listing or ListingBuild(self.source, self.name, folder, self.last_variant)
+            self.listed, self.listing, self.last_variant = build.finish(), None, None
+        return None if self.listed is None else self.listed.model_copy(deep=True)
 
 
 def compile_failure(exc: Exception, path: Path, source: str) -> Exception:

@@ -164,3 +164,56 @@ def test_another_readers_run_is_no_run(app: FastAPI, client: TestClient) -> None
     assert reply.status_code == 404 and f"no run &#39;{run_id}&#39;" in reply.text
     assert client.get("/runs/0123456789abcdef0123456789abcdef/compiler").status_code == 404
     assert client.get(f"/runs/{run_id}/compiler").status_code == 200
+
+
+TRITON_SOURCE = (
+    "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+    "def vector_add(a, b, out, n, BLOCK: tl.constexpr):\n"
+    "    x = tl.load(a)\n"
+    "    tl.store(out, x)\n"
+)
+TRITON_LISTINGS = {
+    "ttir": '  %x = tt.load %a : !tt.ptr<f32> loc(#loc2)\n#loc2 = loc("/w/kplay_src.py":7:8)\n',
+    "ttgir": '  %x = tt.load %a : !tt.ptr<f32> loc(#loc2)\n#loc2 = loc("/w/kplay_src.py":7:8)\n',
+    "llir": (
+        "  %5 = load float, ptr addrspace(1) %0, align 4, !dbg !9\n"
+        '!1 = !DIFile(filename: "kplay_src.py", directory: "/w")\n'
+        '!4 = distinct !DISubprogram(name: "vector_add", scope: !1, file: !1, line: 6)\n'
+        "!9 = !DILocation(line: 8, column: 4, scope: !4)\n"
+    ),
+}
+
+
+def triton_built(job: RunJob) -> RunResult:
+    """An interpreted Triton run whose listings come from a build for sm_90a."""
+    stage = CompileStage(
+        ok=True,
+        compiler="triton 3.7.1 (interpreter)",
+        resources=[Resources(kernel="vector_add", registers=26, shared_bytes=0, arch="sm_90a")],
+        ir=TRITON_LISTINGS,
+        ptx='\t.file\t1 "/w/kplay_src.py"\n\t.loc\t1 7 8\n\tld.global.b32 \t%r1, [%rd1];\n',
+        sass="Function:vector_add\n--:-:0:-:1\tLDG.E R0, desc[UR4][R2.64];\n",
+    )
+    return RunResult(
+        job_id=job.job_id, problem=job.problem, backend=job.backend,
+        state=RunState.done, compile=stage,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("executor", [FakeExecutor(triton_built)])
+def test_an_interpreted_triton_run_shows_the_listings_of_its_gpu_build(client: TestClient) -> None:
+    reply = client.post(CELL, data={"backend": "triton", "source": TRITON_SOURCE}, headers=PAGE)
+    run_id = re.search(r'data-run-id="([0-9a-f]+)"', reply.text).group(1)  # type: ignore[union-attr]
+    assert "Compiler view: TTIR (3 lines), TTGIR (3 lines), LLIR (5 lines), PTX (4 lines)" in (
+        reply.text
+    )
+    html = client.get(f"/runs/{run_id}/compiler").text
+    tabs = re.findall(r'role="tab" class="compiler-tab" data-listing="(\w+)"', html)
+    assert tabs == ["ttir", "ttgir", "llir", "ptx", "sass"]
+    assert "compiled for sm_90a without running" in html
+    assert "<strong>TTIR</strong>" not in html  # nothing is missing
+    for key, line in (("ttir", "7"), ("ttgir", "7"), ("llir", "8"), ("ptx", "7")):
+        listing = html.split(f'role="tabpanel" data-listing="{key}"')[1].split("</pre>")[0]
+        assert len(rows(listing, line=line)) == 1, key
+    # num_warps from the problem's launch: 4 warps of 26 registers fill the SM.
+    assert "num_warps=4 (128 threads)" in html
