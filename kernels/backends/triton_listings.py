@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kplay.kernels.backends.cuda_source import normalise_arch
+from kplay.kernels.backends.pysource import SOURCE_STEM
 from kplay.kernels.backends.toolkit_parse import truncate
 from kplay.kernels.backends.toolkit_run import TEXT_LIMIT_BYTES
 from kplay.kernels.models import CompileStage
@@ -131,6 +133,15 @@ def interpreted_listings(
     return ListingBuild(source, name, workdir, variant, arch).finish()
 
 
+_LEARNER_PATH = re.compile(rf'[^"\s:(]*/({SOURCE_STEM}\w*\.py)')
+_LEARNER_DIR = re.compile(rf'(filename: "{SOURCE_STEM}\w*\.py", directory: )"[^"]*"')
+
+
+def plain(text: str) -> str:
+    """A listing with the learner's file named without its folder."""
+    return _LEARNER_DIR.sub(r'\1"."', _LEARNER_PATH.sub(r"\1", text))
+
+
 def _build(folder: Path) -> None:
     """In the fresh process: load the learner's module, build it, leave the stage."""
     from kplay.kernels.artifact import Variant
@@ -150,6 +161,9 @@ def _build(folder: Path) -> None:
     if artifact.stage is None:
         return
     stage = artifact.stage
+    # Private folders mean nothing to a reader (and a cached build names an older one).
+    stage.ir = {key: plain(text) for key, text in stage.ir.items()}
+    stage.ptx = plain(stage.ptx) if stage.ptx else stage.ptx
     stage.log = (
         f"compiled for sm_{cc[0]}{cc[1]} without running, to show its listings "
         f"(the run used Triton's interpreter): {stage.log}"

@@ -179,3 +179,51 @@ def test_cluster_badges_mark_their_instructions(server: str, browser: object) ->
     view.screenshot(path=str(ARTIFACTS / "compiler-panel-cluster.png"))
     assert errors == []
     context.close()
+
+
+TRITON_KERNEL = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def vector_add(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    a = tl.load(a_ptr + offsets, mask=mask)
+    b = tl.load(b_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, a + b, mask=mask)
+"""
+LOAD_LINE = 9  # a = tl.load(...)
+
+
+def test_a_triton_line_marks_its_rows_in_every_ir(server: str, browser: object) -> None:  # noqa: F811
+    pytest.importorskip("triton")
+    context = browser.new_context(viewport={"width": 1366, "height": 1000})  # type: ignore[attr-defined]
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{server}/book/p1/first-gpu-kernel")
+    page.wait_for_selector(f"{CELL} .cm-editor")
+    page.click(f'{CELL} .kcell-tab[data-backend="triton"]')
+    _type_kernel(page, TRITON_KERNEL)
+    page.keyboard.press("Control+Enter")
+    page.wait_for_selector(f'{CELL} [data-run-card][data-final="true"]', timeout=RUN_LIMIT_MS)
+    page.locator(f"{CELL} .run-details details > summary", has_text="Compiler").first.click()
+    page.locator(f"{CELL} details[data-compiler-panel] > summary").click()
+    page.wait_for_selector(f"{CELL} [data-compiler] .src-row", timeout=20_000)
+    view = page.locator(f"{CELL} [data-compiler]")
+    tabs = view.locator(".compiler-tab")
+    keys = [tabs.nth(i).get_attribute("data-listing") for i in range(tabs.count())]
+    if keys == []:  # a GPU host runs Triton for real; here the interpreter ran it
+        pytest.skip("no listings: " + view.inner_text()[:300])
+    assert keys == ["ttir", "ttgir", "llir", "ptx", "sass"]
+    view.locator(f'.src-row[data-line="{LOAD_LINE}"]').click()
+    for key in keys[:-1]:  # SASS carries no line of its own in Triton's listing
+        view.locator(f'.compiler-tab[data-listing="{key}"]').click()
+        marked = view.locator(f'.asm-listing[data-listing="{key}"] .asm-row.is-pinned')
+        assert marked.count() >= 1, key
+        if key == "ttgir":
+            assert "tt.load" in " ".join(marked.all_inner_texts())
+            view.screenshot(path=str(ARTIFACTS / "compiler-panel-triton.png"))
+    assert errors == []
+    context.close()

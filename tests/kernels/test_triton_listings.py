@@ -12,6 +12,7 @@ from kplay.kernels.backends.lineinfo import line_map
 from kplay.kernels.backends.triton_listings import (
     interpreted_listings,
     launch_variant,
+    plain,
     plain_variant,
     target_cc,
 )
@@ -26,6 +27,18 @@ def test_targets_are_read_as_compute_capabilities() -> None:
     assert target_cc("sm_90a") == (9, 0)
     assert target_cc("sm_120") == (12, 0)
     assert target_cc("8.6") == (8, 6)
+
+
+def test_listings_name_the_learners_file_without_its_private_folder() -> None:
+    assert plain('#loc = loc("/tmp/box-1/listings/kplay_src.py":6:0)') == (
+        '#loc = loc("kplay_src.py":6:0)'
+    )
+    assert plain('\t.file\t1 "/tmp/kplay-x/kplay_src_1.py"') == '\t.file\t1 "kplay_src_1.py"'
+    assert plain('!1 = !DIFile(filename: "kplay_src.py", directory: "/tmp/box-1")') == (
+        '!1 = !DIFile(filename: "kplay_src.py", directory: ".")'
+    )
+    other = '#loc3 = loc("/site-packages/triton/language/standard.py":40:11)'
+    assert plain(other) == other
 
 
 def test_an_argument_no_image_takes_gives_no_variant() -> None:
@@ -56,7 +69,7 @@ def test_an_interpreted_run_carries_the_listings_of_a_gpu_build() -> None:
     stage = result.compile
     assert stage is not None and "interpreter" in (stage.compiler or "")
     assert set(stage.ir) == {"ttir", "ttgir", "llir"}
-    assert stage.ptx and ".entry vector_add" in stage.ptx
+    assert stage.ptx and ".entry vector_add" in stage.ptx and "/tmp" not in stage.ptx
     assert stage.sass and "EXIT" in stage.sass
     (res,) = stage.resources
     assert res.arch is not None and res.arch.startswith("sm_90") and res.registers
