@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from kplay.kernels import dtypes as _dtypes
 
-BACKEND_KEYS = ("cuda", "numba-cuda", "triton", "numba-cpu")
+BACKEND_KEYS = ("cuda", "numba-cuda", "triton", "numba-cpu", "cutlass")
 DTYPES = _dtypes.NAMES
 CEILING_NAMES = ("fp32", "fp64", "fp16_tc", "bf16_tc", "tf32_tc")
 SolutionKind = Literal["correct", "wrong", "cheating"]
@@ -294,22 +294,21 @@ def declared_verdict(path: Path) -> str | None:
     return match.group(1) if match else None
 
 
-# File naming: <anything>.cu is CUDA C++; Python files end in .numba_cuda.py,
-# .triton.py or .numba_cpu.py so one folder can hold all four languages.
+# File naming: <anything>.cu is CUDA C++, <anything>.cutlass.cu CUTLASS C++ (the longest
+# suffix wins); Python files end in .numba_cuda.py, .triton.py or .numba_cpu.py so one
+# folder can hold every language.
 SUFFIXES = {
     "cuda": ".cu",
     "numba-cuda": ".numba_cuda.py",
     "triton": ".triton.py",
     "numba-cpu": ".numba_cpu.py",
+    "cutlass": ".cutlass.cu",
 }
 
 
 def backend_for_path(path: Path) -> str | None:
-    name = path.name
-    for key, suffix in SUFFIXES.items():
-        if name.endswith(suffix):
-            return key
-    return None
+    found = [key for key, suffix in SUFFIXES.items() if path.name.endswith(suffix)]
+    return max(found, key=lambda key: len(SUFFIXES[key]), default=None)
 
 
 def _one_file(folder: Path, backend: str) -> Path:

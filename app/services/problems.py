@@ -15,6 +15,7 @@ BACKEND_TITLES = {
     "numba-cuda": "Numba CUDA",
     "triton": "Triton",
     "numba-cpu": "Numba CPU",
+    "cutlass": "CUTLASS C++ (CuTe)",
 }
 
 
