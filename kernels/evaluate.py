@@ -154,6 +154,17 @@ def evaluate(job: RunJob, emit: Emit | None = None, box: BoxClient | None = None
             ok=False, log=str(exc), diagnostics=[Diagnostic(line=line, message=str(exc))]
         )
         return run.result(RunState.compile_error, str(exc), compile=stage)
+    if backend.key != "cuda" and (plan.arch or plan.cluster or plan.tensor_maps):
+        message = (
+            "arch=, cluster= and tma. in the launch line are for CUDA C++ cells; "
+            f"{backend.title} chooses its own target and launch"
+        )
+        stage = CompileStage(
+            ok=False,
+            log=message,
+            diagnostics=[Diagnostic(line=plan.directive_line, message=message)],
+        )
+        return run.result(RunState.compile_error, message, compile=stage)
     # Drawn here, in the harness, before the learner's module is loaded; never recorded.
     seeds = RunSeeds.for_job(job)
     with tempfile.TemporaryDirectory(prefix="kplay-") as tmp:
@@ -195,6 +206,12 @@ def _evaluate_in(
             if cap is Capability.compile_only
             else "Compiled, not checked: a compile-only run."
         )
+        if kernel is None and plan.arch and cap is Capability.run and job.mode != "compile":
+            reason = f"built for {plan.arch}, which this GPU ({system.device}) cannot run"
+            message = (
+                f"Compiled for {plan.arch}, not checked: this GPU cannot run that target. "
+                "Architecture-specific code runs only on the compute capability it names."
+            )
         return run.result(
             RunState.compiled,
             message,
@@ -240,7 +257,8 @@ class _KernelRun:
 
     def launch_for(self, params: dict[str, int | float]) -> Callable[[list[Any]], None]:
         """Launching the kernel with the grid and block the plan gives for `params`."""
-        spec = launch_mod.resolve(self.plan, params)
+        names = [(a.name, a.dtype) for a in self.problem.args]
+        spec = launch_mod.resolve(self.plan, params, names)
         return lambda args: self.kernel.launch(args, spec)
 
     def check_and_time(self) -> RunResult:

@@ -103,6 +103,10 @@ def problem_folders(root: Path, refuse: Refuse) -> list[Path]:
     for path in sorted(root.iterdir()):
         if ignored(path) or not path.is_dir():
             continue
+        # Git keeps no empty folders: one without a single file (left by a checkout of
+        # another branch, or a problem still being written) is nothing, not a broken problem.
+        if not any(p.is_file() for p in path.rglob("*")):
+            continue
         if not (path / TOML).is_file():
             found = sorted(p.name for p in path.iterdir() if not ignored(p))
             near = [n for n in found if _near_miss(n).endswith(f"{TOML}?")]

@@ -43,6 +43,10 @@ class LaunchSpec:
     num_warps: int | None = None
     num_stages: int | None = None
     constants: dict[str, int] = field(default_factory=dict)
+    # A CUDA launch as a thread-block cluster, and the arrays passed as TMA descriptors
+    # (kernels.tma.TensorMapSpec); both empty for an ordinary launch.
+    cluster: tuple[int, ...] = ()
+    tensor_maps: tuple[Any, ...] = ()
 
 
 class KernelError(Exception):

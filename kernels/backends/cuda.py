@@ -25,8 +25,6 @@ from kplay.kernels.backends.base import (
     Backend,
     Capability,
     CompiledKernel,
-    KernelError,
-    LaunchSpec,
     register,
 )
 from kplay.kernels.backends.cuda_artifact import (
@@ -35,6 +33,7 @@ from kplay.kernels.backends.cuda_artifact import (
     nvrtc_cubin,
     nvrtc_version,
 )
+from kplay.kernels.backends.cuda_kernel import CupyKernel, _device_limits
 from kplay.kernels.backends.cuda_report import _merge_report, _ptx_parameters
 from kplay.kernels.backends.cuda_source import (
     kernel_base_name,
@@ -42,6 +41,7 @@ from kplay.kernels.backends.cuda_source import (
     kernel_parameters,
     normalise_arch,
     not_found_message,
+    runs_on,
 )
 from kplay.kernels.backends.toolkit_find import (
     find_cuda_include,
@@ -58,12 +58,12 @@ from kplay.kernels.backends.toolkit_run import (
     start_nvcc,
 )
 from kplay.kernels.hardware import has_cuda_gpu, version_text
+from kplay.kernels.launch import requested_arch
 from kplay.kernels.models import CompileStage, Diagnostic
 
 NVCC_TIMEOUT_S = 60.0
 _CACHE_FORMAT = "2"  # 2: SASS with the lines that inlined each instruction (nvdisasm -gi)
 _NVRTC_OPTIONS = ("-std=c++17", "--generate-line-info")
-_STATIC_SMEM_DEFAULT = 48 * 1024
 
 
 @lru_cache(maxsize=1)
@@ -88,95 +88,6 @@ class _PendingReport:
     running: RunningTool | None = None
     key: str = ""
     folder: Path = field(default_factory=Path)
-
-
-@dataclass
-class _Limits:
-    block: tuple[int, int, int]
-    grid: tuple[int, int, int]
-    threads: int
-    smem_optin: int
-
-
-class CupyKernel(CompiledKernel):
-    """One NVRTC-compiled kernel, launched through CuPy with checked launch parameters."""
-
-    def __init__(self, function: Any, params: list[str] | None, limits: _Limits) -> None:
-        self.function = function
-        self._params = params
-        self._limits = limits
-
-    def parameters(self) -> list[str] | None:
-        return self._params
-
-    def set_parameters(self, params: list[str] | None) -> None:
-        self._params = params
-
-    def launch(self, args: list[Any], spec: LaunchSpec) -> None:
-        grid = self._dims(spec.grid, "grid")
-        block = self._dims(spec.block, "block")
-        self._check(grid, self._limits.grid, "grid")
-        self._check(block, self._limits.block, "block")
-        self._check_threads(block)
-        self._prepare_shared(spec.shared_mem_bytes)
-        self.function(grid, block, tuple(args), shared_mem=spec.shared_mem_bytes)
-
-    @staticmethod
-    def _dims(dims: tuple[int, ...], what: str) -> tuple[int, int, int]:
-        if not 1 <= len(dims) <= 3:
-            raise KernelError(f"the {what} needs 1 to 3 dimensions, got {len(dims)}")
-        if any(int(d) < 1 for d in dims):
-            raise KernelError(f"every {what} dimension must be at least 1, got {tuple(dims)}")
-        padded = [int(d) for d in dims] + [1] * (3 - len(dims))
-        return padded[0], padded[1], padded[2]
-
-    @staticmethod
-    def _check(dims: tuple[int, int, int], limit: tuple[int, int, int], what: str) -> None:
-        for axis, value, most in zip("xyz", dims, limit, strict=True):
-            if value > most:
-                raise KernelError(f"{what} {axis} = {value} exceeds this device's limit of {most}")
-
-    def _check_threads(self, block: tuple[int, int, int]) -> None:
-        threads = block[0] * block[1] * block[2]
-        if threads > self._limits.threads:
-            raise KernelError(
-                f"a block of {block} has {threads} threads; "
-                f"a block holds at most {self._limits.threads}"
-            )
-        kernel_most = int(getattr(self.function, "max_threads_per_block", threads))
-        if threads > kernel_most:
-            regs = getattr(self.function, "num_regs", "?")
-            raise KernelError(
-                f"a block of {threads} threads is more than this kernel can launch "
-                f"({kernel_most}): it uses {regs} registers per thread"
-            )
-
-    def _prepare_shared(self, dynamic: int) -> None:
-        if dynamic < 0:
-            raise KernelError(f"shared_mem_bytes must not be negative, got {dynamic}")
-        static = int(getattr(self.function, "shared_size_bytes", 0))
-        if dynamic + static > self._limits.smem_optin:
-            raise KernelError(
-                f"the launch asks for {dynamic} bytes of dynamic shared memory "
-                f"(plus {static} static); this device allows at most "
-                f"{self._limits.smem_optin} bytes per block"
-            )
-        if dynamic > _STATIC_SMEM_DEFAULT and self.function.max_dynamic_shared_size_bytes < dynamic:
-            # Above 48 KiB a kernel must opt in before launch.
-            self.function.max_dynamic_shared_size_bytes = dynamic
-
-
-@lru_cache(maxsize=8)
-def _device_limits(device_id: int) -> _Limits:
-    import cupy
-
-    attrs = cupy.cuda.Device(device_id).attributes
-    return _Limits(
-        block=(attrs["MaxBlockDimX"], attrs["MaxBlockDimY"], attrs["MaxBlockDimZ"]),
-        grid=(attrs["MaxGridDimX"], attrs["MaxGridDimY"], attrs["MaxGridDimZ"]),
-        threads=attrs["MaxThreadsPerBlock"],
-        smem_optin=attrs.get("MaxSharedMemoryPerBlockOptin", attrs["MaxSharedMemoryPerBlock"]),
-    )
 
 
 @register
@@ -221,6 +132,11 @@ class CudaBackend(Backend):
                 ok=False, log=message, diagnostics=[Diagnostic(message=message)]
             ), None
         arch = self._device_arch() if cap is Capability.run else self.arch
+        wanted = requested_arch(source)
+        if wanted is not None and not runs_on(wanted, arch):
+            cap, arch = Capability.compile_only, wanted  # built for its target, not run here
+        elif wanted is not None:
+            arch = wanted
         pending = self._start_report(source, kernel_name, arch, Path(workdir))
         if cap is Capability.compile_only:
             stage = self._finish_report(pending, source, kernel_name)
@@ -244,6 +160,17 @@ class CudaBackend(Backend):
         """In the learner's box: NVRTC's cubin and the nvcc report, nothing loaded."""
         started = time.perf_counter()
         arch = normalise_arch(self.target_cc) if self.target_cc else self._device_arch()
+        wanted = requested_arch(source)
+        if wanted is not None and not runs_on(wanted, arch):
+            # Built for the target it names, with its report; nothing here can run it.
+            stage = self._finish_report(
+                self._start_report(source, kernel_name, wanted, Path(workdir)), source, kernel_name
+            )
+            if stage is None:
+                return CompileStage(ok=False, log="nvcc not found"), None
+            stage.duration_ms = (time.perf_counter() - started) * 1000
+            return stage, None
+        arch = wanted or arch
         pending = self._start_report(source, kernel_name, arch, Path(workdir))
         include = find_cuda_include(nvrtc_version(), _nvcc())
         options = _NVRTC_OPTIONS + ((f"-I{include}",) if include else ())

@@ -102,7 +102,7 @@ def load_cubin(artifact: Artifact, limits: Any) -> Any:
     """The loaded kernel of an artefact: a `CupyKernel` whose function came from the image."""
     import cupy
 
-    from kplay.kernels.backends.cuda import CupyKernel
+    from kplay.kernels.backends.cuda_kernel import CupyKernel
 
     if artifact.format != "cubin":
         raise ValueError(f"a CUDA C++ artefact is a cubin, not {artifact.format}")

@@ -18,6 +18,19 @@ def normalise_arch(value: str) -> str:
     return f"sm_{v}"
 
 
+def runs_on(wanted: str, device: str) -> bool:
+    """Whether code built for `wanted` (sm_90a) runs on a device of arch `device` (sm_90).
+
+    Architecture-specific targets (`a`, `f`) run on their own compute capability only; a
+    plain one on any later minor version of its major one.
+    """
+    w = normalise_arch(wanted).removeprefix("sm_")
+    d = normalise_arch(device).removeprefix("sm_").rstrip("af")
+    if w[-1] in "af":
+        return w[:-1] == d
+    return w[:-1] == d[:-1] and int(w) <= int(d)
+
+
 def kernel_base_name(kernel_name: str) -> str:
     """'ns::sgemm<64, 64>' -> 'sgemm': the identifier the source must define."""
     bare = kernel_name.split("<", 1)[0].strip()
