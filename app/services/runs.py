@@ -17,6 +17,7 @@ from kplay.app.services import records
 from kplay.app.services.access import can_read
 from kplay.app.services.launch_input import LaunchInputError, check_override
 from kplay.config import Settings
+from kplay.kernels.launch import requested_arch
 from kplay.kernels.models import LaunchOverride, RunJob, RunState
 from kplay.kernels.names import unknown
 from kplay.kernels.problem import ProblemSpec
@@ -129,7 +130,7 @@ class RunService:
             cell=req.cell,
             launch=req.launch,
             user=user,
-            requires=req.requires,
+            requires=req.requires or _arch_requirement(req.backend, req.source),
             device=req.device,
             timing_cap_s=self.timing_cap_s,
         )
@@ -258,3 +259,14 @@ class RunService:
             if runs:
                 out[cell_id] = runs[0]
         return out
+
+
+def _arch_requirement(backend: str, source: str) -> str | None:
+    """A CUDA C++ cell built for an arch-specific target (`arch=sm_90a`) runs only on that
+    compute capability: its job waits for a worker of it (`gpu.sm90`), not for any GPU."""
+    if backend != "cuda":
+        return None
+    arch = requested_arch(source)
+    if arch is None or arch[-1] not in "af":
+        return None
+    return "sm" + arch.removeprefix("sm_")[:-1]

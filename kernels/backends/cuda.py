@@ -58,7 +58,6 @@ from kplay.kernels.backends.toolkit_run import (
     start_nvcc,
 )
 from kplay.kernels.hardware import has_cuda_gpu, version_text
-from kplay.kernels.launch import requested_arch
 from kplay.kernels.models import CompileStage, Diagnostic
 
 NVCC_TIMEOUT_S = 60.0
@@ -132,7 +131,7 @@ class CudaBackend(Backend):
                 ok=False, log=message, diagnostics=[Diagnostic(message=message)]
             ), None
         arch = self._device_arch() if cap is Capability.run else self.arch
-        wanted = requested_arch(source)
+        wanted = _requested_arch(source)
         if wanted is not None and not runs_on(wanted, arch):
             cap, arch = Capability.compile_only, wanted  # built for its target, not run here
         elif wanted is not None:
@@ -160,7 +159,7 @@ class CudaBackend(Backend):
         """In the learner's box: NVRTC's cubin and the nvcc report, nothing loaded."""
         started = time.perf_counter()
         arch = normalise_arch(self.target_cc) if self.target_cc else self._device_arch()
-        wanted = requested_arch(source)
+        wanted = _requested_arch(source)
         if wanted is not None and not runs_on(wanted, arch):
             # Built for the target it names, with its report; nothing here can run it.
             stage = self._finish_report(
@@ -320,3 +319,10 @@ __all__ = [
     "normalise_arch",
     "not_found_message",
 ]
+
+
+def _requested_arch(source: str) -> str | None:
+    # kernels.launch imports the backends' package, which imports this module: late.
+    from kplay.kernels.launch import requested_arch
+
+    return requested_arch(source)

@@ -194,3 +194,18 @@ def test_placement_reaches_the_job(client: TestClient, executor: FakeExecutor) -
     body = {**GOOD, "backend": "cuda", "requires": "sm90", "device": "H200"}
     assert client.post("/api/v1/runs", json=body).status_code == 201
     assert executor.jobs[0].requires == "sm90" and executor.jobs[0].device == "H200"
+
+
+def test_an_arch_specific_cell_waits_for_its_compute_capability(
+    client: TestClient, executor: FakeExecutor
+) -> None:
+    """`arch=sm_90a` code runs on compute capability 9.0 only: the job asks for sm90."""
+    source = "// kplay: arch=sm_90a block=128\n" + GOOD["source"]
+    assert client.post("/api/v1/runs", json={**GOOD, "backend": "cuda", "source": source})
+    assert executor.jobs[-1].requires == "sm90"
+    plain = {**GOOD, "backend": "cuda", "source": "// kplay: arch=sm_90\n" + GOOD["source"]}
+    assert client.post("/api/v1/runs", json=plain).status_code == 201
+    assert executor.jobs[-1].requires is None
+    named = {**GOOD, "backend": "cuda", "source": source, "requires": "sm100"}
+    assert client.post("/api/v1/runs", json=named).status_code == 201
+    assert executor.jobs[-1].requires == "sm100"  # the reader's own choice stands
