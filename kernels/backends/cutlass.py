@@ -132,7 +132,9 @@ class CutlassBackend(Backend):
         started = time.perf_counter()
         missing = self.missing()
         if missing is not None:
-            return CompileStage(ok=False, log=missing, diagnostics=[Diagnostic(message=missing)]), None
+            return CompileStage(
+                ok=False, log=missing, diagnostics=[Diagnostic(message=missing)]
+            ), None
         arch = cutlass_arch(self.target_cc) if self.target_cc else self._device_arch()
         result = self._build(source, kernel_name, arch, Path(workdir))
         result.stage.duration_ms = (time.perf_counter() - started) * 1000

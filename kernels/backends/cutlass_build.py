@@ -96,7 +96,9 @@ def _version(include: Path) -> str:
         text = (include / "cutlass" / "version.h").read_text(errors="replace")
     except OSError:
         return "?"
-    parts = [re.search(rf"#define\s+CUTLASS_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")]
+    parts = [
+        re.search(rf"#define\s+CUTLASS_{p}\s+(\d+)", text) for p in ("MAJOR", "MINOR", "PATCH")
+    ]
     return ".".join(m.group(1) for m in parts if m) or "?"
 
 
