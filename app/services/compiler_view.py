@@ -226,6 +226,11 @@ def _why_missing(key: str, backend: str, compiler: str) -> str:
             "Triton ran this kernel in its interpreter (no GPU on the machine that ran it), "
             "so nothing was compiled; a run on a GPU shows this listing"
         )
+    if backend == "numba-cuda" and "simulator" in compiler:
+        return (
+            "Numba's CUDA simulator ran this kernel as Python (no GPU on the machine that "
+            "ran it), so nothing was compiled; a run on a GPU shows this listing"
+        )
     if key == "sass":
         return "no disassembler (nvdisasm or cuobjdump) was found where the kernel was compiled"
     if key in ("ttir", "ttgir", "llir"):

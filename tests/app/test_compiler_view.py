@@ -217,3 +217,23 @@ def test_an_interpreted_triton_run_shows_the_listings_of_its_gpu_build(client: T
         assert len(rows(listing, line=line)) == 1, key
     # num_warps from the problem's launch: 4 warps of 26 registers fill the SM.
     assert "num_warps=4 (128 threads)" in html
+
+
+def simulated(job: RunJob) -> RunResult:
+    stage = CompileStage(ok=True, compiler="numba-cuda 0.30.4 (simulator)")
+    return RunResult(
+        job_id=job.job_id, problem=job.problem, backend=job.backend,
+        state=RunState.done, compile=stage,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("executor", [FakeExecutor(simulated)])
+def test_a_simulated_numba_run_says_why_it_has_no_listings(client: TestClient) -> None:
+    source = "from numba import cuda\n\n@cuda.jit\ndef vector_add(a, b, out, n):\n    pass\n"
+    reply = client.post(CELL, data={"backend": "numba-cuda", "source": source}, headers=PAGE)
+    run_id = re.search(r'data-run-id="([0-9a-f]+)"', reply.text).group(1)  # type: ignore[union-attr]
+    # Nothing to list: the card offers no panel, and the panel, asked all the same, says why.
+    assert "data-compiler-panel" not in reply.text
+    html = client.get(f"/runs/{run_id}/compiler").text
+    for title in ("PTX", "SASS"):
+        assert f"<strong>{title}</strong>: Numba&#39;s CUDA simulator ran this kernel" in html
