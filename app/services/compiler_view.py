@@ -110,6 +110,7 @@ class CompilerView:
     opcodes: list[tuple[str, int]] = field(default_factory=list)
     instructions: int = 0
     has_sass: bool = False
+    sass_cut: bool = False
 
     @property
     def first(self) -> str:
@@ -261,7 +262,10 @@ def _features(view: CompilerView, stage: CompileStage) -> None:
         return
     view.has_sass = True
     view.badges = [_badge(u) for u in sass_features(stage.sass)]
-    view.lost = lost_features(stage.ptx, stage.sass, _arch(stage))
+    # A listing cut at the size limit (toolkit_parse.truncate) may hold more past the cut.
+    view.sass_cut = "[SASS truncated:" in stage.sass
+    if not view.sass_cut:
+        view.lost = lost_features(stage.ptx, stage.sass, _arch(stage))
     counts = opcode_counts(stage.sass)
     view.instructions = sum(counts.values())
     view.opcodes = counts.most_common(TOP_OPCODES)

@@ -61,7 +61,8 @@ from kplay.kernels.hardware import has_cuda_gpu, version_text
 from kplay.kernels.models import CompileStage, Diagnostic
 
 NVCC_TIMEOUT_S = 60.0
-_CACHE_FORMAT = "2"  # 2: SASS with the lines that inlined each instruction (nvdisasm -gi)
+# 3: SASS with the learner's lines that inlined each instruction (nvdisasm -gi, compacted)
+_CACHE_FORMAT = "3"
 _NVRTC_OPTIONS = ("-std=c++17", "--generate-line-info")
 
 

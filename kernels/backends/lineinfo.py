@@ -88,6 +88,49 @@ def sass_lines(sass: str, mine: FilePredicate = learner_file) -> LineMap:
     return out
 
 
+def compact_sass_marks(sass: str, mine: FilePredicate = learner_file) -> str:
+    """nvdisasm -gi's line comments cut down to the ones that name the learner's file.
+
+    Before every instruction whose location changes, nvdisasm writes the whole inlining
+    chain, one comment per level through every header (twenty deep in CUTLASS), which
+    makes the listing many times the size of its code. Kept of each run of comments: those
+    that name the learner's file (as the file, or where it was inlined); a run naming none
+    keeps its first, innermost comment; a run the same as the one kept before is dropped.
+    `sass_lines` reads the same lines from either.
+    """
+    out: list[str] = []
+    block: list[str] = []
+    last: list[str] | None = None
+
+    def flush() -> None:
+        nonlocal last
+        if not block:
+            return
+        kept = [t for t in block if _names_learner(t, mine)] or block[:1]
+        if kept != last:
+            out.extend(kept)
+            last = kept
+        block.clear()
+
+    for text in sass.splitlines():
+        if _SASS_MARK.match(text):
+            block.append(text)
+            continue
+        flush()
+        if _SASS_FUNCTION.match(text):
+            last = None
+        out.append(text)
+    flush()
+    return "\n".join(out) + ("\n" if sass.endswith("\n") else "")
+
+
+def _names_learner(text: str, mine: FilePredicate) -> bool:
+    mark = _SASS_MARK.match(text)
+    if mark is None:
+        return False
+    return mine(mark["file"]) or (mark["outer_file"] is not None and mine(mark["outer_file"]))
+
+
 # ---------------------------------------------------------------- PTX (.loc)
 
 _PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')

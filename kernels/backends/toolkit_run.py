@@ -150,17 +150,23 @@ def disassemble(folder: Path, nvcc: Path | None) -> str | None:
             continue
         result = run_tool([str(tool), *args, "kernel.cubin"], folder, 60, f"{name}.log")
         if result.returncode == 0 and result.output.strip():
-            return _listing(folder / f"{name}.log", folder, "SASS")
+            # Imported here: lineinfo reads this module's names of the learner's file.
+            from kplay.kernels.backends.lineinfo import compact_sass_marks
+
+            return _listing(folder / f"{name}.log", folder, "SASS", compact_sass_marks)
     return None
 
 
-def _listing(path: Path, folder: Path, what: str) -> str | None:
+def _listing(
+    path: Path, folder: Path, what: str, tidy: Callable[[str], str] | None = None
+) -> str | None:
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return None
     # Paths of the private work folder mean nothing to a reader, and would spoil the cache.
-    return truncate(text.replace(f"{folder}/", ""), TEXT_LIMIT_BYTES, what)
+    text = text.replace(f"{folder}/", "")
+    return truncate(tidy(text) if tidy else text, TEXT_LIMIT_BYTES, what)
 
 
 def _ordered(found: list[Resources], kernel_base: str) -> list[Resources]:

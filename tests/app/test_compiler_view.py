@@ -237,3 +237,24 @@ def test_a_simulated_numba_run_says_why_it_has_no_listings(client: TestClient) -
     html = client.get(f"/runs/{run_id}/compiler").text
     for title in ("PTX", "SASS"):
         assert f"<strong>{title}</strong>: Numba&#39;s CUDA simulator ran this kernel" in html
+
+
+def cut_listing(job: RunJob) -> RunResult:
+    """A SASS past the size limit: the HGMMA is in the part kept, the rest is cut."""
+    from kplay.kernels.backends.toolkit_parse import truncate
+
+    sass = (DATA / "wgmma.sass").read_text() + "        /*ffff*/  NOP ;\n" * 20_000
+    result = compiled("wgmma", 30, 2304)(job)
+    assert result.compile is not None
+    result.compile.sass = truncate(sass, 200_000, "SASS")
+    result.compile.ptx = (DATA / "setmaxnreg_ignored.ptx").read_text()  # asks for setmaxnreg
+    return result
+
+
+@pytest.mark.parametrize("executor", [FakeExecutor(cut_listing)])
+def test_a_cut_sass_claims_nothing_lost(client: TestClient) -> None:
+    run_id, _ = run_of(client, "wgmma")
+    html = client.get(f"/runs/{run_id}/compiler").text
+    assert 'data-feature="wgmma"' in html
+    assert "This SASS was cut at the listing's size limit" in html
+    assert "Asked for, not built" not in html

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kplay.kernels.backends.lineinfo import (
+    compact_sass_marks,
     learner_file,
     line_map,
     llir_lines,
@@ -80,6 +81,52 @@ def test_sass_inlining_gives_the_innermost_learner_line_and_its_callers() -> Non
     assert smap.via == {5: [5], 9: [5], 11: [5]}
     # A new function starts without a line until its first comment.
     assert 13 not in smap.lines
+
+
+DEEP_SASS = """\
+.text.gemm:
+\t//## File "/inc/cute/tensor_impl.hpp", line 241 inlined at "/inc/cute/algorithm/copy.hpp", line 90
+\t//## File "/inc/cute/algorithm/copy.hpp", line 90 inlined at "/inc/cutlass/gemm/mma.hpp", line 77
+\t//## File "/inc/cutlass/gemm/mma.hpp", line 77 inlined at "kernel.cu", line 125
+\t//## File "kernel.cu", line 125
+        /*0000*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], RZ ;
+\t//## File "/inc/cute/tensor_impl.hpp", line 241 inlined at "/inc/cute/algorithm/copy.hpp", line 91
+\t//## File "/inc/cute/algorithm/copy.hpp", line 91 inlined at "/inc/cutlass/gemm/mma.hpp", line 77
+\t//## File "/inc/cutlass/gemm/mma.hpp", line 77 inlined at "kernel.cu", line 125
+\t//## File "kernel.cu", line 125
+        /*0010*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8], R24 ;
+\t//## File "/inc/cute/arch/util.hpp", line 12
+        /*0020*/                   NOP ;
+.text.other:
+\t//## File "/inc/cute/arch/util.hpp", line 12
+        /*0000*/                   EXIT ;
+"""
+
+
+def test_compacting_keeps_the_learners_lines_and_drops_the_header_chain() -> None:
+    compact = compact_sass_marks(DEEP_SASS)
+    assert compact.splitlines() == [
+        ".text.gemm:",
+        '\t//## File "/inc/cutlass/gemm/mma.hpp", line 77 inlined at "kernel.cu", line 125',
+        '\t//## File "kernel.cu", line 125',
+        "        /*0000*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR4], RZ ;",
+        # The same learner lines again: the location has not changed for a reader.
+        "        /*0010*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8], R24 ;",
+        '\t//## File "/inc/cute/arch/util.hpp", line 12',
+        "        /*0020*/                   NOP ;",
+        ".text.other:",
+        '\t//## File "/inc/cute/arch/util.hpp", line 12',  # a new function states it again
+        "        /*0000*/                   EXIT ;",
+    ]
+
+    def by_text(text: str) -> dict[str, int | None]:
+        found = sass_lines(text)
+        return {t.strip(): found.lines.get(i) for i, t in enumerate(text.splitlines()) if "/*" in t}
+
+    assert by_text(compact) == by_text(DEEP_SASS)
+    assert list(by_text(compact).values()) == [125, 125, None, None]
+
+    assert compact_sass_marks(NESTED_SASS) == NESTED_SASS  # every comment there names kernel.cu
 
 
 NESTED_PTX = """\
