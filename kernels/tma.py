@@ -158,14 +158,15 @@ def encode(spec: TensorMapSpec, address: int, shape: tuple[int, ...]) -> bytes:
     interleave = getattr(
         driver.CUtensorMapInterleave, f"CU_TENSOR_MAP_INTERLEAVE_{spec.interleave.upper()}"
     )
+    u64, u32 = driver.cuuint64_t, driver.cuuint32_t
     err, tmap = driver.cuTensorMapEncodeTiled(
         getattr(kinds, f"CU_TENSOR_MAP_DATA_TYPE_{DTYPES[spec.dtype]}"),
         len(dims),
         address,
-        dims,
-        strides,
-        box,
-        [1] * len(dims),
+        [u64(d) for d in dims],
+        [u64(s) for s in strides],
+        [u32(b) for b in box],
+        [u32(1)] * len(dims),
         interleave,
         swizzle,
         l2,

@@ -173,7 +173,7 @@ class CudaBackend(Backend):
         arch = wanted or arch
         pending = self._start_report(source, kernel_name, arch, Path(workdir))
         include = find_cuda_include(nvrtc_version(), _nvcc())
-        options = _NVRTC_OPTIONS + ((f"-I{include}",) if include else ())
+        options = _NVRTC_OPTIONS + include_options(include)
         stage, image, lowered = nvrtc_cubin(source, kernel_name, arch, options)
         report = self._finish_report(pending, source, kernel_name)
         _merge_report(stage, report, None, kernel_name)
@@ -219,7 +219,7 @@ class CudaBackend(Backend):
 
         nvrtc_version = cupy.cuda.nvrtc.getVersion()
         include = find_cuda_include(nvrtc_version, _nvcc())
-        options = _NVRTC_OPTIONS + ((f"-I{include}",) if include else ())
+        options = _NVRTC_OPTIONS + include_options(include)
         compiler = f"nvrtc {nvrtc_version[0]}.{nvrtc_version[1]} ({arch})"
         try:
             module = cupy.RawModule(
@@ -327,3 +327,12 @@ def _requested_arch(source: str) -> str | None:
     from kplay.kernels.launch import requested_arch
 
     return requested_arch(source)
+
+
+def include_options(include: Path | None) -> tuple[str, ...]:
+    """NVRTC's -I options for a CUDA include folder, with its CCCL headers (cuda/std/...,
+    which cooperative_groups and cuda/barrier need) where CUDA 13 keeps them apart."""
+    if include is None:
+        return ()
+    cccl = include / "cccl"
+    return (f"-I{include}", f"-I{cccl}") if (cccl / "cuda" / "std").is_dir() else (f"-I{include}",)

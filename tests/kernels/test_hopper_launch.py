@@ -125,9 +125,9 @@ def test_a_wgmma_kernel_without_a_gpu_is_built_for_sm_90a_and_uses_hgmma() -> No
     job = RunJob(problem="hgemm_wmma", backend="cuda", source=path.read_text(), mode="compile")
     result = evaluate(job)
     assert result.state is RunState.compiled, result.message
-    assert result.compile is not None and result.compile.sass
-    assert "HGMMA.64x64x16.F32" in result.compile.sass
-    assert ".target sm_90a" in (result.compile.ptx or "")
+    assert result.compile is not None and result.compile.sass, result.compile
+    assert "HGMMA.64x64x16.F32" in result.compile.sass, result.compile.sass[:2000]
+    assert ".target sm_90a" in (result.compile.ptx or ""), (result.compile.ptx or "")[:500]
 
 
 def test_a_folder_without_a_single_file_is_not_a_problem(tmp_path: Path) -> None:

@@ -104,6 +104,8 @@ def test_wrong_solution_without_a_gpu_is_only_compiled(slug: str, backend: str, 
 def test_wrong_solution_fails(slug: str, backend: str, path: str) -> None:
     job = _job(slug, backend, path)
     cap = get_backend(backend).capability()
+    if cap is Capability.unavailable:  # CUTLASS C++ without its headers (nvidia-cutlass)
+        pytest.skip(f"the {backend} backend cannot compile on this machine")
     if GPU_ONLY_MARK in job.source:
         if cap is not Capability.run:
             pytest.skip("this wrong solution is a race that only real hardware exposes")
