@@ -199,7 +199,7 @@ def build_entries(book: Book, problems: Mapping[str, ProblemSpec]) -> list[Entry
                 chapter=label,
                 keywords=_plain([slug.replace("_", " "), " ", " ".join(spec.tags)]),
                 body=_plain([spec.summary, " ", " ".join(spec.hints)]),
-                url=url or None,
+                url=url or f"/problems/{slug}",  # the catalog cell of a problem no chapter embeds
                 part="Problem catalog",
             )
         )

@@ -111,7 +111,8 @@ def test_problems_link_to_the_cell_that_embeds_them(search_client: TestClient) -
     online = _search(search_client, "online softmax")
     assert online["every_word"] is False and online["message"]
     assert online["problems"][0]["title"] == "Row-wise softmax"
-    assert online["problems"][0]["url"] is None
+    # In no chapter: the result opens the problem's own cell in the catalog.
+    assert online["problems"][0]["url"] == "/problems/softmax"
 
 
 def test_fts_syntax_is_read_as_plain_words(search_client: TestClient) -> None:

@@ -74,7 +74,7 @@ def _chapter_urls() -> list[str]:
 CHAPTERS = _chapter_urls()
 PROBLEM_PAGES = ["/problems", "/problems/gemm_blocktile_2d"]
 PAGES = ["/", *CHAPTERS, *PROBLEM_PAGES, "/fleet", "/docs", "/search?q=shared+memory"]
-# A shared link that names no run (a real shared run's page: tests/browser/test_sharing.py).
+# A shared link that names no run (a real shared run's page: tests/browser/test_share_links.py).
 PAGES.append("/shared/" + "0" * 32)
 # A source file, opened at a line (its wide lines scroll inside the code box), and a folder the
 # source view refuses with the list of its files.
