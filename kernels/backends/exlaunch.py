@@ -59,7 +59,7 @@ class ExLauncher:
             config.numAttrs = 1
         else:
             config.numAttrs = 0
-        function = driver.CUfunction(int(self.function.ptr))
+        function = driver.CUfunction(_handle(self.function))
         (err,) = driver.cuLaunchKernelEx(config, function, ctypes.addressof(pointers), 0)
         if err != driver.CUresult.CUDA_SUCCESS:
             raise KernelError(_launch_error(err, cluster, spec))
@@ -86,6 +86,13 @@ class ExLauncher:
             raise KernelError(f"cannot pass a host array of shape {raw.shape} to a GPU kernel")
         data = raw.tobytes()
         return (ctypes.c_char * len(data)).from_buffer_copy(data)
+
+
+def _handle(function: Any) -> int:
+    """The CUfunction behind CuPy's kernel object: a `RawKernel` (NVRTC in this process, or
+    `RawModule.get_function`) keeps it in `.kernel`; a driver-level `Function` is it."""
+    inner = getattr(function, "kernel", function)
+    return int(inner.ptr)
 
 
 def _current_stream() -> int:
