@@ -105,6 +105,15 @@ class EngineSettings(_KplaySettings):
         description="Include folder given to NVRTC (must hold mma.h) instead of the one found",
         json_schema_extra=_shown("found beside NVRTC"),
     )
+    engine_cutlass_include: Path | None = Field(
+        default=None,
+        description="A CUTLASS include folder (holding cute/tensor.hpp) for CUTLASS C++ cells, "
+        "instead of the nvidia-cutlass wheel's",
+        json_schema_extra=_shown("the nvidia-cutlass wheel's"),
+    )
+    engine_cutlass_nvcc_timeout_s: float = Field(
+        default=300.0, gt=0, description="How long nvcc may take on one CUTLASS C++ source"
+    )
     extra_problems: str = Field(
         default="",
         description="More problem folders, separated by the path separator (':' on Linux)",

@@ -33,9 +33,9 @@ from kplay.kernels.backends.cuda_artifact import CudaExporter, load_cubin
 from kplay.kernels.backends.cuda_source import normalise_arch
 from kplay.kernels.backends.cutlass_build import (
     Build,
-    CutlassSettings,
     Headers,
     build,
+    cutlass_settings,
     find_headers,
 )
 from kplay.kernels.backends.toolkit_find import find_tool, host_compiler, tool_version
@@ -78,7 +78,7 @@ class CutlassBackend(Backend):
         settings = EngineSettings()
         self.arch = cutlass_arch(arch or settings.cuda_arch)
         self.cache_dir = cache_dir or settings.cache_root() / "cutlass"
-        self.nvcc_timeout_s = nvcc_timeout_s or CutlassSettings().nvcc_timeout_s
+        self.nvcc_timeout_s = nvcc_timeout_s or cutlass_settings()[1]
 
     # ------------------------------------------------------------ protocol
 

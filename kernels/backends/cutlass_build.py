@@ -22,9 +22,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
-
 from kplay.kernels.backends.cuda_report import _ptx_parameters
 from kplay.kernels.backends.cuda_source import (
     kernel_base_name,
@@ -45,17 +42,13 @@ FLAGS = (
 )  # fmt: skip
 
 
-class CutlassSettings(BaseSettings):
-    """The backend's own settings (KPLAY_ENGINE_* reaches the sandboxed box too)."""
+def cutlass_settings() -> tuple[Path | None, float]:
+    """(include folder, nvcc timeout) from KPLAY_ENGINE_CUTLASS_INCLUDE and
+    KPLAY_ENGINE_CUTLASS_NVCC_TIMEOUT_S (engine settings reach the sandboxed box too)."""
+    from kplay.config import EngineSettings
 
-    model_config = SettingsConfigDict(env_prefix="KPLAY_ENGINE_CUTLASS_", extra="ignore")
-
-    nvcc_timeout_s: float = Field(
-        default=300.0, gt=0, description="How long nvcc may take on one CUTLASS C++ source"
-    )
-    include: Path | None = Field(
-        default=None, description="A CUTLASS include folder (holding cute/tensor.hpp)"
-    )
+    settings = EngineSettings()
+    return settings.engine_cutlass_include, settings.engine_cutlass_nvcc_timeout_s
 
 
 @dataclass(frozen=True)
@@ -78,7 +71,7 @@ def _headers_at(include: Path) -> Headers | None:
 
 def find_headers() -> Headers | None:
     """The CUTLASS headers this host has: the setting's folder, else the wheel's."""
-    chosen = CutlassSettings().include
+    chosen, _ = cutlass_settings()
     if chosen is not None:
         return _headers_at(Path(chosen).resolve())
     try:
