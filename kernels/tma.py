@@ -150,6 +150,10 @@ def encode(spec: TensorMapSpec, address: int, shape: tuple[int, ...]) -> bytes:
     for extent in dims[:-1]:
         step *= extent
         strides.append(step)
+    if not strides:
+        # A 1-D tensor has no stride; an empty list would reach the driver as a null
+        # pointer, so one unread entry (a legal stride: a multiple of 16 bytes) goes instead.
+        strides = [max(16, -(-dims[0] * size // 16) * 16)]
     box = list(reversed(spec.box))
     kinds = driver.CUtensorMapDataType
     swizzle = getattr(driver.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{spec.swizzle.upper()}")

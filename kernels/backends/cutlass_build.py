@@ -34,7 +34,7 @@ from kplay.kernels.backends.toolkit_parse import ptx_entry_params
 from kplay.kernels.backends.toolkit_run import KERNEL_FILE, RunningTool, demangle, finish_nvcc
 from kplay.kernels.models import CompileStage, Diagnostic
 
-_CACHE_FORMAT = "1"
+_CACHE_FORMAT = "2"  # 2: SASS line comments compacted (kernels.backends.toolkit_run)
 # -O3 is nvcc's device default already; said here so that the cache key names it.
 FLAGS = (
     "-std=c++17", "--expt-relaxed-constexpr", "-O3", "-lineinfo",
