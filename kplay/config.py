@@ -15,32 +15,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from platformdirs import user_cache_dir, user_data_dir
+from platformdirs import user_cache_dir
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from kplay.configdefaults import (  # noqa: F401 - default_secret_key_path is imported from here
+    APP_DIR_NAME,
+    _shown,
+    default_database_url,
+    default_secret_key_path,
+)
 from kplay.resources import data_dir
 
 ENV_PREFIX = "KPLAY_"
-APP_DIR_NAME = "kernel-playground"
-
-
-def default_database_url() -> str:
-    # The folder is created when the engine is made, not here: reading settings has no effects.
-    path = Path(user_data_dir(APP_DIR_NAME)) / "kplay.sqlite3"
-    return f"sqlite:///{path}"
-
-
-def default_secret_key_path() -> Path:
-    """Where the web app keeps the session key it made itself (KPLAY_SECRET_KEY unset)."""
-    return Path(user_data_dir(APP_DIR_NAME)) / "secret_key"
-
-
-def _shown(text: str) -> dict[str, Any]:
-    """How the docs show a default that is computed when the settings are read."""
-    return {"shown_default": text}
 
 
 class _KplaySettings(BaseSettings):

@@ -1,8 +1,9 @@
 """The house rules that keep the package readable: imports run one way, modules stay small.
 
-Layers, lowest first: `kplay.config` and `kplay.resources` (leaves), `kplay.kernels` (the
-engine), `kplay.workers` (processes and queues), `kplay.app` (the web), `kplay.cli` (the
-terminal front door over all of them). A module may import its own layer and those below.
+Layers, lowest first: `kplay.config` (with `kplay.configdefaults`) and `kplay.resources`
+(leaves), `kplay.kernels` (the engine), `kplay.workers` (processes and queues), `kplay.app`
+(the web), `kplay.cli` (the terminal front door over all of them). A module may import its
+own layer and those below.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ FOLDERS = {"kernels": "kplay.kernels", "workers": "kplay.workers", "app": "kplay
 RANK = {
     "kplay": 0,
     "kplay.config": 0,
+    "kplay.configdefaults": 0,
     "kplay.resources": 0,
     "kplay.kernels": 1,
     "kplay.workers": 2,
