@@ -26,5 +26,10 @@ __all__ = [
 
 # Each backend module is imported for its @register side effect. They import their
 # heavy libraries lazily, so this stays cheap.
-from kplay.kernels.backends import cuda, numba_cpu, numba_cuda, triton_backend  # noqa: E402, F401
-from kplay.kernels.backends import cutlass  # noqa: E402, F401
+from kplay.kernels.backends import (  # noqa: E402, F401
+    cuda,
+    cutlass,
+    numba_cpu,
+    numba_cuda,
+    triton_backend,
+)
