@@ -45,8 +45,7 @@ NEXT_JOB = (Path(__file__).parent / "next_job.numba_cpu.py").read_text()
 GPU_BACKENDS = ("cuda", "numba-cuda", "triton")
 ENGINE = "kplay.kernels.evaluate:evaluate"
 
-# Wide enough for a first Triton job (torch's import) on two busy cores, also one that first
-# fills its 256 MiB /tmp (fills_the_disk: 25 s was too tight under the whole suite). Host memory:
+# Wide enough for a first Triton job on two busy cores, also one that fills its /tmp. Host memory:
 # small where nothing but the CPU runs; a timed GPU run keeps its input sets and
 # references on the host (about 1 GiB for vector_add's 16M elements), so the default there.
 LIMITS = Limits(
