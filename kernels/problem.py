@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator,
 
 from kplay.kernels import dtypes as _dtypes
 
-BACKEND_KEYS = ("cuda", "numba-cuda", "triton", "numba-cpu", "cutlass")
+BACKEND_KEYS = ("cuda", "numba-cuda", "triton", "numba-cpu", "cutlass", "cute-dsl")
 DTYPES = _dtypes.NAMES
 CEILING_NAMES = ("fp32", "fp64", "fp16_tc", "bf16_tc", "tf32_tc")
 SolutionKind = Literal["correct", "wrong", "cheating"]
@@ -303,6 +303,7 @@ SUFFIXES = {
     "triton": ".triton.py",
     "numba-cpu": ".numba_cpu.py",
     "cutlass": ".cutlass.cu",
+    "cute-dsl": ".cute.py",
 }
 
 

@@ -16,6 +16,7 @@ BACKEND_TITLES = {
     "triton": "Triton",
     "numba-cpu": "Numba CPU",
     "cutlass": "CUTLASS C++ (CuTe)",
+    "cute-dsl": "CuTe DSL (Python)",
 }
 
 

@@ -28,6 +28,7 @@ __all__ = [
 # heavy libraries lazily, so this stays cheap.
 from kplay.kernels.backends import (  # noqa: E402, F401
     cuda,
+    cute_dsl,
     cutlass,
     numba_cpu,
     numba_cuda,
