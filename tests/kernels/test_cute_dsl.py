@@ -22,9 +22,7 @@ from kplay.kernels.backends.cute_dsl_image import (
 )
 from kplay.kernels.backends.cute_dsl_listing import llvm_fields
 
-SOLUTION = (
-    Path(__file__).parents[2] / "kernels/problems/vector_add/solutions/correct/vector_add.cute.py"
-)
+SOLUTION = Path(__file__).parent / "data/cute_dsl/vector_add.cute.py"
 VEC = Variant(args=(ArgSpec(kind="array", dtype="float32", ndim=1),) * 3
               + (ArgSpec(kind="scalar", dtype="int32"),))  # fmt: skip
 
