@@ -1,0 +1,74 @@
+"""Reading a real Nsight Compute report (warptiled SGEMM, 4096^3, H200) from its CSV pages."""
+
+from pathlib import Path
+
+import pytest
+
+from kplay.kernels.ncuprofile import ProfileFormatError, read_profile, stall_table
+
+DATA = Path(__file__).parent / "data" / "ncu"
+ROOT = Path(__file__).resolve().parents[2]
+KERNEL = ROOT / "kernels/problems/sgemm/solutions/correct/gemm_07_warptile.cu"
+
+
+def pages(name: str = "sgemm_warptile") -> tuple[str, str, str]:
+    return tuple((DATA / f"{name}_{p}.csv").read_text() for p in ("details", "raw", "source"))
+
+
+def test_launch_and_speed_of_light() -> None:
+    prof = read_profile(*pages())
+    assert prof.kernel == "sgemm"
+    assert prof.grid == "(32, 64, 1)" and prof.block == "(128, 1, 1)"
+    assert prof.duration_ms == pytest.approx(2.95)
+    assert prof.sm_ghz == pytest.approx(1.98)
+    assert prof.speed_of_light["Compute (SM) Throughput"] == pytest.approx(79.72)
+    assert prof.speed_of_light["DRAM Throughput"] == pytest.approx(5.39)
+    assert prof.registers_per_thread == 163
+
+
+def test_memory_chart_numbers_in_bytes() -> None:
+    mem = read_profile(*pages()).memory
+    assert mem["dram_read_bytes"] == pytest.approx(698.317568e6)
+    assert mem["dram_write_bytes"] == pytest.approx(67.32544e6)
+    assert mem["l2_hit_rate_pct"] == pytest.approx(80.76, abs=0.01)
+
+
+def test_occupancy_names_the_register_limit() -> None:
+    occ = read_profile(*pages()).occupancy
+    assert occ["Theoretical Occupancy"] == pytest.approx(18.75)
+    assert occ["Block Limit Registers"] == 3 < occ["Block Limit Shared Mem"]
+
+
+def test_stalls_ranked_with_words() -> None:
+    stalls = read_profile(*pages()).stalls
+    assert [s["reason"] for s in stalls[:2]] == ["not_selected", "selected"]
+    assert all(s["words"] for s in stalls)
+    ratios = [s["cycles_per_issue"] for s in stalls]
+    assert ratios == sorted(ratios, reverse=True)
+
+
+def test_learner_lines_ranked_by_samples() -> None:
+    prof = read_profile(*pages())
+    top = prof.lines[0]
+    assert top.line == 289 and top.samples == 180490
+    assert "fmaf" in KERNEL.read_text().splitlines()[top.line - 1]
+    samples = [entry.samples for entry in prof.lines]
+    assert samples == sorted(samples, reverse=True)
+    table = stall_table(prof, KERNEL.read_text(), top=3)
+    assert len(table) == 3 and "fmaf" in table[0]
+
+
+def test_advice_sorted_by_estimated_speedup() -> None:
+    advice = read_profile(*pages()).advice
+    assert advice[0]["rule"] == "TheoreticalOccupancy"
+    assert advice[0]["speedup_pct"] == pytest.approx(81.25)
+
+
+def test_wrong_pages_are_refused_in_words() -> None:
+    details, raw, source = pages()
+    with pytest.raises(ProfileFormatError, match="Metric Name"):
+        read_profile(raw, raw, source)
+    with pytest.raises(ProfileFormatError, match="Line No"):
+        read_profile(details, raw, details)
+    with pytest.raises(ProfileFormatError, match="raw page"):
+        read_profile(details, "a,b\n", source)
