@@ -23,6 +23,10 @@ from kplay.kernels.problem import Case, ProblemSpec
 from kplay.kernels.rotation import RepetitionFailed, Rotation
 from kplay.kernels.seeds import RunSeeds
 
+# The NVTX range around one launch of the learner's kernel on the benchmark case, which
+# `kplay run --profile` hands to Nsight Compute.
+BENCHMARK_RANGE = "kplay-benchmark"
+
 
 def benchmark_cases(problem: ProblemSpec, backend_key: str) -> list[Case]:
     """The benchmark cases meant for this backend, in the problem's order."""
@@ -77,6 +81,7 @@ def measure(
                 rotation.before_rep,
                 cap_s=job.timing_cap_s,
                 after_rep=rotation.after_rep,
+                mark=BENCHMARK_RANGE,
             )
         else:
             stage = timing.time_cpu(

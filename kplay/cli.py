@@ -125,6 +125,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _fail(
             f"problem {problem.slug!r} offers {', '.join(problem.backends)}; not {backend!r}"
         )
+    if args.profile:
+        return _profile(args, path, source)
     job = RunJob(
         problem=problem.slug,
         backend=backend,
@@ -139,6 +141,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         print(render_result(result))
     return exit_code(result.state)
+
+
+def _profile(args: argparse.Namespace, path: Path, source: str) -> int:
+    """The same full run under Nsight Compute; prints the profile of the benchmark launch."""
+    from kplay.kernels.ncuprofile import stall_table
+    from kplay.kernels.ncurun import ProfileError, take_profile
+
+    report = Path(args.report or path.with_suffix(".ncu-rep").name).resolve()
+    argv = [str(path), "--problem", args.problem, "--timeout", str(args.timeout), "--json"]
+    if args.backend:
+        argv += ["--backend", args.backend]
+    command = [sys.executable, "-c", "import sys; from kplay.cli import main; sys.exit(main())"]
+    try:
+        prof, _ = take_profile([*command, "run", *argv], report, args.timeout * 4)
+    except ProfileError as exc:
+        return _fail(f"profile: {exc}")
+    if args.json:
+        print(json.dumps(prof.as_dict(), indent=2))
+        return 0
+    print(f"{prof.kernel}  grid {prof.grid}  block {prof.block}  {prof.duration_ms} ms")
+    print("speed of light: " + ", ".join(f"{k} {v:.1f}%" for k, v in prof.speed_of_light.items()))
+    print("memory: " + ", ".join(f"{k} {v:,.0f}" for k, v in prof.memory.items()))
+    print("occupancy: " + ", ".join(f"{k} {v:g}" for k, v in prof.occupancy.items()))
+    print("top stalls (cycles per issued instruction):")
+    for stall in prof.stalls[:5]:
+        print(f"  {stall['reason']:<14} {stall['cycles_per_issue']:.2f}  {stall['words']}")
+    print("your lines by stall samples:")
+    for row in stall_table(prof, source):
+        print("  " + row)
+    for advice in prof.advice[:3]:
+        print(f"ncu: {advice['text'][:300]}")
+    print(f"report (open in Nsight Compute): {report}")
+    return 0
 
 
 def _run_isolated(job, timeout: float, quiet: bool):  # type: ignore[no-untyped-def]
@@ -263,6 +298,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--benchmark", metavar="NAME", help="benchmark case to time (default: the problem's first)"
     )
     run.add_argument("--timeout", type=float, default=120.0, help="wall-clock limit, seconds")
+    run.add_argument(
+        "--profile", action="store_true", help="profile the benchmark launch with Nsight Compute"
+    )
+    run.add_argument("--report", help="where --profile keeps the .ncu-rep (default: FILE's stem)")
     run.set_defaults(func=cmd_run)
     problems = sub.add_parser("problems", help="list the problem catalog")
     problems.add_argument("--json", action="store_true")
