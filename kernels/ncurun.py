@@ -86,8 +86,9 @@ def take_profile(command: list[str], report: Path, timeout_s: float) -> tuple[Pr
     except subprocess.TimeoutExpired as exc:
         raise ProfileError(f"the profile took longer than its limit of {timeout_s:.0f} s") from exc
     if not rep.is_file():
-        said = [ln for ln in done.stderr.splitlines() + done.stdout.splitlines() if "==" in ln]
-        detail = "; ".join(said[-3:]) or "no report written"
+        said = [ln for ln in done.stderr.splitlines() if "==" in ln]
+        said += [ln for ln in done.stdout.splitlines() if '"message"' in ln or '"state"' in ln]
+        detail = "; ".join(s.strip() for s in said[-4:]) or "no report written"
         raise ProfileError(f"ncu profiled no launch of the kernel ({detail})")
     pages = {}
     for name, args in PAGES.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -135,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         seed=args.seed,
         benchmark=args.benchmark,
     )
-    result = _run_isolated(job, args.timeout, quiet=args.json)
+    result = _run_isolated(job, args.timeout, quiet=args.json, profiled=args.under_profiler)
     if args.json:
         print(result.model_dump_json(indent=2))
     else:
@@ -150,13 +151,19 @@ def _profile(args: argparse.Namespace, path: Path, source: str) -> int:
 
     report = Path(args.report or path.with_suffix(".ncu-rep").name).resolve()
     argv = [str(path), "--problem", args.problem, "--timeout", str(args.timeout), "--json"]
+    argv.append("--under-profiler")
     if args.backend:
         argv += ["--backend", args.backend]
     command = [sys.executable, "-c", "import sys; from kplay.cli import main; sys.exit(main())"]
     try:
-        prof, _ = take_profile([*command, "run", *argv], report, args.timeout * 4)
+        prof, printed = take_profile([*command, "run", *argv], report, args.timeout * 4)
     except ProfileError as exc:
         return _fail(f"profile: {exc}")
+    try:
+        run = json.loads(printed)
+        print(f"run: {run.get('state')}: {run.get('message') or ''}".strip())
+    except ValueError:
+        pass
     if args.json:
         print(json.dumps(prof.as_dict(), indent=2))
         return 0
@@ -176,7 +183,11 @@ def _profile(args: argparse.Namespace, path: Path, source: str) -> int:
     return 0
 
 
-def _run_isolated(job, timeout: float, quiet: bool):  # type: ignore[no-untyped-def]
+# What Nsight Compute sets in the environment to follow a program into its children.
+_PROFILER_ENV = ("LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "NV_")
+
+
+def _run_isolated(job, timeout: float, quiet: bool, profiled: bool = False):  # type: ignore[no-untyped-def]
     from kplay.workers.limits import Limits
     from kplay.workers.runner import WorkerPool
 
@@ -187,7 +198,9 @@ def _run_isolated(job, timeout: float, quiet: bool):  # type: ignore[no-untyped-
                 file=sys.stderr,
             )
 
-    pool = WorkerPool(size=1, limits=Limits(wall_timeout_s=timeout), warm=False)
+    passed = [n for n in os.environ if profiled and n.startswith(_PROFILER_ENV)]
+    limits = Limits(wall_timeout_s=timeout, pass_env=passed)
+    pool = WorkerPool(size=1, limits=limits, warm=False)
     try:
         return pool.run(job, on_event=progress)
     finally:
@@ -301,6 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--profile", action="store_true", help="profile the benchmark launch with Nsight Compute"
     )
+    run.add_argument("--under-profiler", action="store_true", help=argparse.SUPPRESS)
     run.add_argument("--report", help="where --profile keeps the .ncu-rep (default: FILE's stem)")
     run.set_defaults(func=cmd_run)
     problems = sub.add_parser("problems", help="list the problem catalog")
