@@ -72,3 +72,28 @@ def test_wrong_pages_are_refused_in_words() -> None:
         read_profile(details, raw, details)
     with pytest.raises(ProfileFormatError, match="raw page"):
         read_profile(details, "a,b\n", source)
+
+
+def test_profiler_selects_the_marked_benchmark_launch_only(tmp_path: Path) -> None:
+    from kplay.kernels.ncurun import profile_argv
+    from kplay.kernels.perf import BENCHMARK_RANGE
+
+    argv = profile_argv("ncu", tmp_path / "r", ["python", "x.py"])
+    assert argv[argv.index("--nvtx-include") + 1] == f"{BENCHMARK_RANGE}/"
+    assert argv[argv.index("--launch-count") + 1] == "1"
+    assert argv[argv.index("--clock-control") + 1] == "none"
+    assert argv[-2:] == ["python", "x.py"]
+
+
+def test_profile_without_ncu_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from kplay import cli
+    from kplay.kernels import ncurun
+
+    monkeypatch.setattr(ncurun, "find_ncu", lambda: None)
+    code = cli.main(
+        ["run", str(KERNEL), "--problem", "sgemm", "--profile", "--report", str(tmp_path / "r")]
+    )
+    assert code == 2
+    assert "ncu" in capsys.readouterr().err
