@@ -22,6 +22,9 @@ import io
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kplay.kernels.backends.pysource import SOURCE_STEM
+from kplay.kernels.backends.toolkit_run import KERNEL_FILE
+
 # Stall reasons as ncu names them (source page columns `stall_<name>`, raw counters
 # `smsp__average_warps_issue_stalled_<counter>_per_issue_active.ratio`), in words.
 STALLS: dict[str, tuple[str, str]] = {
@@ -150,28 +153,48 @@ def _raw(text: str) -> dict[str, tuple[str, float]]:
     return out
 
 
+def learners_file(path: str) -> bool:
+    """A source file of the learner's cell, as the engine names it when compiling: CuPy's
+    NVRTC program (`<hash>.cubin.cu`), the toolkit's `kernel.cu`, a `kplay_src*.py`."""
+    base = path.strip().replace("\\", "/").rsplit("/", 1)[-1]
+    return base.endswith(".cubin.cu") or base == KERNEL_FILE or base.startswith(SOURCE_STEM)
+
+
 def _source_lines(text: str) -> list[LineStalls]:
+    """Lines of the learner's file(s); every file's lines when none of them is recognised."""
     rows = list(csv.reader(io.StringIO(text)))
-    header_at = next((i for i, r in enumerate(rows) if r and r[0] == "Line No"), None)
-    if header_at is None:
+    if not any(r and r[0] == "Line No" for r in rows):
         raise ProfileFormatError("the source page has no 'Line No' header (use cuda,sass)")
-    header = rows[header_at]
-    total = header.index("Warp Stall Sampling (All Samples)")
-    reasons = {
-        i: name[len("stall_") :]
-        for i, name in enumerate(header)
-        if name.startswith("stall_") and "(" not in name
-    }
-    lines: list[LineStalls] = []
-    for row in rows[header_at + 1 :]:
-        if not row or not row[0].strip().isdigit():
-            continue  # a SASS row under its line, or a blank
+    blocks: list[tuple[str, list[LineStalls]]] = []
+    path, header, total, reasons = "", None, 0, {}
+    for row in rows:
+        if not row:
+            continue
+        if row[0] == "File Path":
+            path, header = (row[1] if len(row) > 1 else ""), None
+            blocks.append((path, []))
+            continue
+        if row[0] == "Line No":
+            header = row
+            total = header.index("Warp Stall Sampling (All Samples)")
+            reasons = {
+                i: name[len("stall_") :]
+                for i, name in enumerate(header)
+                if name.startswith("stall_") and "(" not in name
+            }
+            if not blocks:
+                blocks.append(("", []))
+            continue
+        if header is None or not row[0].strip().isdigit():
+            continue  # a SASS row under its line, or a function name
         samples = int(number(row[total]) or 0)
         if not samples:
             continue
         stalls = {r: int(number(row[i]) or 0) for i, r in reasons.items() if i < len(row)}
         stalls = dict(sorted(((r, n) for r, n in stalls.items() if n), key=lambda x: -x[1]))
-        lines.append(LineStalls(int(row[0]), samples, stalls))
+        blocks[-1][1].append(LineStalls(int(row[0]), samples, stalls))
+    mine = [b for b in blocks if learners_file(b[0])] or blocks
+    lines = [entry for _, entries in mine for entry in entries]
     lines.sort(key=lambda s: -s.samples)
     return lines
 

@@ -97,3 +97,23 @@ def test_profile_without_ncu_says_so(
     )
     assert code == 2
     assert "ncu" in capsys.readouterr().err
+
+
+def test_lines_of_library_files_are_left_out() -> None:
+    details, raw, source = pages()
+    header = next(line for line in source.splitlines() if line.startswith('"Line No"'))
+    width = header.count('","') + 1
+    library = "\n".join(
+        [
+            '"File Path","/usr/lib/python3/site-packages/triton/language/standard.py"',
+            '"Function Name","sgemm"',
+            header,
+            '"191",' + ",".join(['"999999"'] * (width - 1)),
+        ]
+    )
+    prof = read_profile(details, raw, source + library + "\n")
+    assert 191 not in [entry.line for entry in prof.lines]
+    assert prof.lines[0].line == 289
+    # With no file recognised as the learner's, every file's lines are kept.
+    alone = read_profile(details, raw, library.replace("site-packages", "x") + "\n")
+    assert [entry.line for entry in alone.lines] == [191]
