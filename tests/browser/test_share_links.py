@@ -157,7 +157,11 @@ def test_the_fork_runs_as_the_other_readers_own(
         "sel => document.querySelector(sel).innerText.includes('out[i] = a[i] + b[i]')",
         arg=f"{CELL} .cm-content",
     )
-    assert "Loaded the shared run" in page.locator(f"{CELL} [data-status]").inner_text()
+    # The starter may hold that line too: the fork is done when the cell says so.
+    page.wait_for_function(
+        "sel => document.querySelector(sel).innerText.includes('Loaded the shared run')",
+        arg=f"{CELL} [data-status]",
+    )
     assert "fork=" not in page.url and page.url.endswith("#cell-ch01-vadd-cpu")
     # The fork's cell had nothing of this reader's: no card, no attempts.
     assert _card_id(page, CELL) is None
