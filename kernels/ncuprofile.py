@@ -22,8 +22,7 @@ import io
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kplay.kernels.backends.pysource import SOURCE_STEM
-from kplay.kernels.backends.toolkit_run import KERNEL_FILE
+from kplay.kernels.backends.lineinfo import learner_file
 
 # Stall reasons as ncu names them (source page columns `stall_<name>`, raw counters
 # `smsp__average_warps_issue_stalled_<counter>_per_issue_active.ratio`), in words.
@@ -154,10 +153,9 @@ def _raw(text: str) -> dict[str, tuple[str, float]]:
 
 
 def learners_file(path: str) -> bool:
-    """A source file of the learner's cell, as the engine names it when compiling: CuPy's
-    NVRTC program (`<hash>.cubin.cu`), the toolkit's `kernel.cu`, a `kplay_src*.py`."""
-    base = path.strip().replace("\\", "/").rsplit("/", 1)[-1]
-    return base.endswith(".cubin.cu") or base == KERNEL_FILE or base.startswith(SOURCE_STEM)
+    """A file the engine compiled the learner's source from: those of the compiler views
+    (`lineinfo.learner_file`), or the program CuPy hands NVRTC (`<hash>.cubin.cu`)."""
+    return learner_file(path) or path.strip().endswith(".cubin.cu")
 
 
 def _source_lines(text: str) -> list[LineStalls]:

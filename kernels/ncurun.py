@@ -10,11 +10,10 @@ pages (`ncuprofile`).
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
+from kplay.kernels.backends.toolkit_find import find_tool
 from kplay.kernels.ncuprofile import Profile, read_profile
 from kplay.kernels.perf import BENCHMARK_RANGE
 
@@ -40,13 +39,8 @@ class ProfileError(RuntimeError):
 
 
 def find_ncu() -> str | None:
-    found = shutil.which("ncu")
-    if found:
-        return found
-    for root in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if root and Path(root, "bin", "ncu").is_file():
-            return str(Path(root, "bin", "ncu"))
-    return None
+    found = find_tool("ncu")
+    return str(found) if found else None
 
 
 def profile_argv(ncu: str, report: Path, command: list[str]) -> list[str]:
