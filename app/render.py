@@ -15,6 +15,7 @@ from kplay.app import format as fmt
 from kplay.app.contexts import ErrorPage
 from kplay.app.deps import Services
 from kplay.app.localmode import banner
+from kplay.app.services.profilecard import line_reasons
 from kplay.resources import data_dir
 
 TEMPLATES_DIR = data_dir("templates")
@@ -66,7 +67,7 @@ def make_templates() -> Jinja2Templates:
     # Every page learns whether the server is in trusted local mode (base.html's note).
     templates = Jinja2Templates(directory=str(TEMPLATES_DIR), context_processors=[banner])
     env = templates.env
-    env.globals.update(asset=asset, asset_exists=asset_exists, fmt=fmt)
+    env.globals.update(asset=asset, asset_exists=asset_exists, fmt=fmt, line_reasons=line_reasons)
     env.filters["roman"] = roman
     env.trim_blocks = True
     env.lstrip_blocks = True

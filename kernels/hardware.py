@@ -80,6 +80,7 @@ class HostFacts(_Facts):
     driver_version: str | None = None  # NVIDIA's, "580.159.04" (NVML)
     cuda_driver_version: str | None = None  # the newest CUDA the driver runs, "13.0"
     no_gpu_reason: str | None = None  # why `gpus` is empty
+    profiler: bool = False  # Nsight Compute (ncu) is installed: GPU workers take profiles
     cache_dir: Path  # calibrated ceilings and compile caches (KPLAY_CACHE_DIR)
 
 
@@ -377,6 +378,8 @@ def _driver_versions() -> tuple[str | None, str | None]:
 def host() -> HostFacts:
     """Everything above in one model (detection cached; the cache folder read now, since
     `kplay worker` sets it before it calibrates)."""
+    from kplay.kernels.backends.toolkit_find import find_tool  # backends import this module
+
     found, why = _gpus()
     driver, cuda = _driver_versions()
     return HostFacts(
@@ -386,6 +389,7 @@ def host() -> HostFacts:
         driver_version=driver,
         cuda_driver_version=cuda,
         no_gpu_reason=why,
+        profiler=bool(found) and find_tool("ncu") is not None,
         cache_dir=EngineSettings().cache_root(),
     )
 

@@ -48,7 +48,9 @@ FINAL_STATES = frozenset(
     }
 )
 
-Mode = Literal["full", "check", "compile"]
+# "profile": the full run again under Nsight Compute, for a profile of the benchmark launch
+# (workers/profiling.py); its result carries a ProfileStage and never a verdict of its own.
+Mode = Literal["full", "check", "compile", "profile"]
 
 
 class _Model(BaseModel):
@@ -260,6 +262,43 @@ class RooflineStage(_Model):
         return f"{self.bound}-bound"
 
 
+# ---------------------------------------------------------------- profile
+
+
+class StallLine(_Model):
+    line: int
+    samples: int
+    share_percent: float
+    stalls: dict[str, int] = Field(default_factory=dict)  # reason -> samples, top first
+    code: str = ""
+
+
+class ProfileStage(_Model):
+    """Nsight Compute's answer to "why is it slow", for the benchmark case's launch.
+
+    Taken in the box with the learner's code (workers/profiling.py): advice about the
+    learner's own kernel, never a verdict or a timing that a ranking takes.
+    """
+
+    kernel: str
+    grid: str
+    block: str
+    duration_ms: float | None = None
+    sm_ghz: float | None = None
+    speed_of_light: dict[str, float] = Field(default_factory=dict)  # % of peak
+    memory: dict[str, float] = Field(default_factory=dict)  # bytes and hit rates
+    occupancy: dict[str, float] = Field(default_factory=dict)
+    registers_per_thread: int | None = None
+    stalls: list[dict[str, str | float]] = Field(default_factory=list)
+    lines: list[StallLine] = Field(default_factory=list)
+    advice: list[dict[str, str | float | None]] = Field(default_factory=list)
+    seconds: float | None = None  # the profile's own wall time, ncu included
+    report_bytes: int | None = None
+    # The .ncu-rep itself, base64, on its way from the worker; the server keeps it apart
+    # (app/services/records.py) and the stored result holds only its size.
+    report_b64: str | None = None
+
+
 # ---------------------------------------------------------------- system
 
 
@@ -291,6 +330,7 @@ class RunResult(_Model):
     system: SystemInfo | None = None
     output_tail: str | None = None
     wall_ms: float | None = None
+    profile: ProfileStage | None = None
     # True only for a run that a ranking may take: done, timed on real hardware, on secret
     # seeds, every checked repetition right, and within the device's ceilings.
     verified: bool = False

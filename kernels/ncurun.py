@@ -14,7 +14,8 @@ import subprocess
 from pathlib import Path
 
 from kplay.kernels.backends.toolkit_find import find_tool
-from kplay.kernels.ncuprofile import Profile, read_profile
+from kplay.kernels.models import ProfileStage, StallLine
+from kplay.kernels.ncuprofile import Profile, ProfileFormatError, read_profile
 from kplay.kernels.perf import BENCHMARK_RANGE
 
 SECTIONS = (
@@ -68,7 +69,7 @@ def take_profile(command: list[str], report: Path, timeout_s: float) -> tuple[Pr
     """Profile `command`; returns the profile and what the command printed."""
     ncu = find_ncu()
     if ncu is None:
-        raise ProfileError("Nsight Compute (ncu) is not installed here; a profile needs a GPU host")
+        raise ProfileError(NO_NCU)
     rep = report.with_suffix(".ncu-rep")
     try:
         done = subprocess.run(
@@ -80,19 +81,68 @@ def take_profile(command: list[str], report: Path, timeout_s: float) -> tuple[Pr
     except subprocess.TimeoutExpired as exc:
         raise ProfileError(f"the profile took longer than its limit of {timeout_s:.0f} s") from exc
     if not rep.is_file():
-        said = [ln for ln in done.stderr.splitlines() if "==" in ln]
-        said += [ln for ln in done.stdout.splitlines() if '"message"' in ln or '"state"' in ln]
-        detail = "; ".join(s.strip() for s in said[-4:]) or "no report written"
-        raise ProfileError(f"ncu profiled no launch of the kernel ({detail})")
+        raise ProfileError(no_report(done.stdout, done.stderr))
+    return read_report(ncu, rep, timeout_s), done.stdout
+
+
+NO_NCU = "Nsight Compute (ncu) is not installed here; a profile needs a GPU host"
+
+
+def no_report(stdout: str, stderr: str) -> str:
+    """Why ncu wrote no report, from what it and the profiled run printed."""
+    said = [ln for ln in stderr.splitlines() if "==" in ln]
+    said += [ln for ln in stdout.splitlines() if '"message"' in ln or '"state"' in ln]
+    detail = "; ".join(s.strip() for s in said[-4:]) or "no report written"
+    return f"ncu profiled no launch of the kernel ({detail})"
+
+
+def read_report(ncu: str, rep: Path, timeout_s: float) -> Profile:
+    """The three CSV pages of a report, read into a Profile."""
     pages = {}
     for name, args in PAGES.items():
-        read = subprocess.run(
-            [ncu, "--import", str(rep), "--csv", *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
+        try:
+            read = subprocess.run(
+                [ncu, "--import", str(rep), "--csv", *args],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise ProfileError(f"ncu took over {timeout_s:.0f} s to read its report") from exc
         if read.returncode:
             raise ProfileError(f"ncu could not read its report ({read.stderr.strip()[:200]})")
         pages[name] = read.stdout
-    return read_profile(pages["details"], pages["raw"], pages["source"]), done.stdout
+    try:
+        return read_profile(pages["details"], pages["raw"], pages["source"])
+    except ProfileFormatError as exc:
+        raise ProfileError(f"the report's pages were not as expected: {exc}") from exc
+
+
+def profile_stage(profile: Profile, source: str, top: int = 12) -> ProfileStage:
+    """The Profile as the run's result carries it: the learner's lines with their code."""
+    code = source.splitlines()
+    total = sum(entry.samples for entry in profile.lines) or 1
+    lines = [
+        StallLine(
+            line=entry.line,
+            samples=entry.samples,
+            share_percent=round(100 * entry.samples / total, 2),
+            stalls=entry.stalls,
+            code=code[entry.line - 1].strip()[:200] if 0 < entry.line <= len(code) else "",
+        )
+        for entry in profile.lines[:top]
+    ]
+    return ProfileStage(
+        kernel=profile.kernel,
+        grid=profile.grid,
+        block=profile.block,
+        duration_ms=profile.duration_ms,
+        sm_ghz=profile.sm_ghz,
+        speed_of_light=profile.speed_of_light,
+        memory=profile.memory,
+        occupancy=profile.occupancy,
+        registers_per_thread=profile.registers_per_thread,
+        stalls=profile.stalls[:8],
+        lines=lines,
+        advice=profile.advice[:5],
+    )

@@ -184,6 +184,9 @@ class WorkerSettings(EngineSettings):
     job_timeout_s: float = Field(
         default=30.0, gt=0, description="Wall-clock limit of one run, compile to roofline"
     )
+    profile_timeout_s: float = Field(
+        default=180.0, gt=0, description="Wall-clock limit of one profile under Nsight Compute"
+    )
     child_start_timeout_s: float = Field(
         default=120.0,
         gt=0,

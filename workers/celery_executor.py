@@ -30,7 +30,7 @@ from kplay.workers.executor import Executor, ResultSink, SubmitRefused
 from kplay.workers.fleet import live_workers, snapshot, workers_for
 from kplay.workers.fleet_models import FleetSnapshot
 from kplay.workers.jobstore import Finished, JobStore, connect
-from kplay.workers.plan import device_kind
+from kplay.workers.plan import PROFILE_QUEUE, device_kind
 from kplay.workers.recovery import Janitor
 from kplay.workers.signing import Signer
 from kplay.workers.waits import Durations, start_in_s
@@ -47,6 +47,8 @@ def route(job: RunJob) -> str:
     """The capability queue a job needs: `cpu`, `gpu.any`, `gpu.sm90`, `gpu.<device>`."""
     if job.backend in CPU_BACKENDS:
         return "cpu"
+    if job.mode == "profile":
+        return PROFILE_QUEUE
     if job.device:
         return f"gpu.{device_kind(job.device)}"
     if job.requires:
@@ -192,6 +194,11 @@ class CeleryExecutor(Executor):
             if offered
             else "no worker is connected"
         )
+        if queue == PROFILE_QUEUE:
+            raise SubmitRefused(
+                "no worker can take profiles right now: a profile needs a GPU worker on a host "
+                f"with Nsight Compute (ncu); {why}"
+            )
         raise SubmitRefused(f"no worker can run {job.backend} kernels right now: {why}")
 
     def queue_position(self, job_id: str) -> int | None:

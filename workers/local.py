@@ -14,9 +14,12 @@ import threading
 import time
 from typing import Any
 
+from kplay.config import EngineSettings, WorkerSettings
+from kplay.kernels.hardware import has_cuda_gpu
 from kplay.kernels.models import ProgressEvent, RunJob, RunResult
 from kplay.workers.executor import Executor, ResultSink, SubmitRefused
 from kplay.workers.limits import Limits
+from kplay.workers.profiling import Profiler
 from kplay.workers.runner import DEFAULT_TARGET, PoolClosed, WorkerPool, failure_result
 from kplay.workers.sandbox import SandboxStatus
 from kplay.workers.waits import Durations, start_in_s
@@ -68,6 +71,10 @@ class LocalExecutor(Executor):
         with self._cond:
             if self._pool is None or self._stopping:
                 raise SubmitRefused("the local executor is not running; restart the server")
+            if job.mode == "profile":
+                why = Profiler.unavailable() if has_cuda_gpu() else "this server has no GPU"
+                if why:
+                    raise SubmitRefused(f"cannot profile here: {why}")
             if self.max_queued is not None and len(self._queue) >= self.max_queued:
                 raise SubmitRefused(
                     f"{len(self._queue)} runs are already waiting; try again in a moment"
@@ -172,6 +179,13 @@ class LocalExecutor(Executor):
     def _evaluate(self, job: RunJob) -> RunResult:
         assert self._pool is not None
         try:
+            if job.mode == "profile":
+                settings = WorkerSettings()
+                lock_dir = EngineSettings().cache_root() / "locks"
+                profiler = Profiler(
+                    self._pool.box_sandbox, self.limits, settings.profile_timeout_s, lock_dir
+                )
+                return profiler.run(job)
             return self._pool.run(job, on_event=self._event)
         except PoolClosed:
             return failure_result(job, "the server stopped while this run was starting")

@@ -52,6 +52,9 @@ def sm_tag(compute_capability: str) -> str:
     return f"sm{int(major)}{int(minor or 0)}"
 
 
+PROFILE_QUEUE = "gpu.profile"
+
+
 def gpu_queues(gpu: GpuFacts) -> tuple[str, ...]:
     return ("gpu.any", f"gpu.{sm_tag(gpu.compute_capability)}", f"gpu.{device_kind(gpu.name)}")
 
@@ -95,7 +98,8 @@ def plan_workers(
 
 def _gpu_spec(gpu: GpuFacts, host: HostFacts, multi: bool) -> WorkerSpec:
     name = f"gpu{gpu.index}@{host.hostname}"
-    queues = gpu_queues(gpu)
+    # A host with Nsight Compute takes profiles too, one at a time per GPU (workers/profiling).
+    queues = gpu_queues(gpu) + ((PROFILE_QUEUE,) if host.profiler else ())
     env = {"CUDA_VISIBLE_DEVICES": str(gpu.index), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     if multi:
         env.update(NO_MULTICAST_ENV)

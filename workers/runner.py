@@ -29,7 +29,7 @@ from kplay.workers.childproc import (
     failure_result,
 )
 from kplay.workers.limits import Limits
-from kplay.workers.sandbox import SandboxConfig, SandboxStatus, prepare
+from kplay.workers.sandbox import Sandbox, SandboxConfig, SandboxStatus, prepare
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,11 @@ class WorkerPool:
                 result = failure_result(job, f"the runner failed: {type(exc).__name__}: {exc}")
             self._give_back(child)
             return result
+
+    @property
+    def box_sandbox(self) -> Sandbox | None:
+        """The sandbox this pool starts its children in; None: plain processes."""
+        return self._sandbox
 
     def pids(self) -> list[int]:
         """Process ids of the children alive now (idle, busy or starting)."""

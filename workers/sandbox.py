@@ -143,10 +143,14 @@ class Sandbox:
             return limits
         return limits.model_copy(update={"max_processes": self.config.max_tasks})
 
-    def arguments(self, env: Mapping[str, str], fds: dict[str, int], gpu: bool = True) -> list[str]:
+    def arguments(
+        self, env: Mapping[str, str], fds: dict[str, int], gpu: bool = True,
+        binds: Sequence[Path] = (),
+    ) -> list[str]:  # fmt: skip
         """The bubblewrap command line up to `--`; `fds` names the descriptors it reads.
 
-        Without `gpu` the box gets no NVIDIA device file at all (a learner's box).
+        Without `gpu` the box gets no NVIDIA device file at all (a learner's box). `binds`
+        are host folders of this one box shown read-write (a profile's report folder).
         """
         size = ["--size", str(self.config.tmp_bytes)] if self.features.size else []
         args = [self.bwrap, "--unshare-user", "--uid", str(view.UID), "--gid", str(view.GID)]
@@ -168,7 +172,7 @@ class Sandbox:
             [*view.python_paths(), *view.operator_paths(env, self.config.ro_paths)]
         )
         args += readonly
-        for folder in self.config.shared_dirs:
+        for folder in (*self.config.shared_dirs, *binds):
             args += ["--bind-try", str(folder), str(folder)]
         args += self._ceiling_args(fds)
         if "seccomp" in fds:
@@ -203,7 +207,7 @@ class Sandbox:
 
     def start(
         self, argv: Sequence[str], *, env: Mapping[str, str], output: IO[bytes], cwd: Path,
-        pass_fds: Sequence[int], gpu: bool = True,
+        pass_fds: Sequence[int], gpu: bool = True, binds: Sequence[Path] = (),
     ) -> Box:  # fmt: skip
         """Start `argv` in a new sandbox; `cwd` is the host folder bubblewrap starts in."""
         fds: dict[str, int] = {}
@@ -213,7 +217,7 @@ class Sandbox:
             if self.status.seccomp:
                 fds["seccomp"] = program_fd()
             info_read, fds["info"] = os.pipe2(os.O_CLOEXEC)
-            command = [*self.arguments(env, fds, gpu), *argv]
+            command = [*self.arguments(env, fds, gpu, binds), *argv]
             if self.cgroup_base is not None:
                 cgroup = BoxCgroup(self.cgroup_base, self.config.max_tasks)
                 # The shell joins the cgroup, then becomes bubblewrap: nothing escapes it.

@@ -42,6 +42,7 @@ from kplay.workers.fleet import Heartbeat
 from kplay.workers.fleet_models import Clocks, LiveFacts, WorkerInfo
 from kplay.workers.jobstore import JobStore, connect, user_key
 from kplay.workers.limits import Limits
+from kplay.workers.profiling import Profiler
 from kplay.workers.recovery import LOST_TWICE
 from kplay.workers.runner import WorkerPool, failure_result
 from kplay.workers.signing import MissingResultKey, Signer
@@ -111,6 +112,8 @@ class Runtime:
         assert self.pool is not None
         soft = self.config.soft_time_limit_s
         try:
+            if job.mode == "profile":
+                return self._profiler().run(job)
             result = self.pool.run(job, on_event=self._event)
         except SoftTimeLimitExceeded:
             return failure_result(job, _soft_limit_message(soft), RunState.timeout)
@@ -126,6 +129,15 @@ class Runtime:
                 update={"state": RunState.timeout, "message": _soft_limit_message(soft)}
             )
         return result
+
+    def _profiler(self) -> Profiler:
+        assert self.pool is not None
+        return Profiler(
+            self.pool.box_sandbox,
+            job_limits(self.config),
+            self.config.profile_timeout_s,
+            self.pool.cache_dir / "locks",
+        )
 
     def _already_finished(self, job: RunJob) -> bool:
         # A redelivery of a job whose verdict was stored (the worker died after publishing

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Index, String, Text, TypeDecorator
+from sqlalchemy import JSON, DateTime, Index, LargeBinary, String, Text, TypeDecorator
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -57,10 +57,23 @@ class Run(Base):
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # Set when the owner shares the run: its read-only link is /shared/<share_token>.
     share_token: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # Set on a profile run: the run it re-ran under Nsight Compute (workers/profiling.py).
+    profile_of: Mapped[str | None] = mapped_column(String(32), nullable=True)
 
     __table_args__ = (
         Index("ix_runs_cell_user_created", "cell_id", "user", "created_at"),
         Index("ix_runs_state", "state"),
         Index("ix_runs_user_created", "user", "created_at"),
         Index("ix_runs_share_token", "share_token", unique=True),
+        Index("ix_runs_profile_of", "profile_of"),
     )
+
+
+class ProfileReport(Base):
+    """A profile run's `.ncu-rep`, kept out of the run's JSON result."""
+
+    __tablename__ = "profile_reports"
+
+    run_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    data: Mapped[bytes] = mapped_column(LargeBinary)

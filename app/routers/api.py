@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException
+from fastapi.responses import Response
 
 from kplay.app.deps import RunsDep, ServicesDep, UserDep
 from kplay.app.localmode import local_runs_only
@@ -20,6 +21,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (404, "no such run, cell or problem"),
         (413, "source or request body larger than the limit"),
         (422, "a field is missing or wrong; the message names it"),
+        (409, "the run is not in a state that allows this (a profile needs a passed run)"),
     )
 }
 REFUSED: dict[int | str, dict[str, Any]] = {
@@ -77,6 +79,52 @@ def create_run(body: RunCreate, runs: RunsDep, user: UserDep) -> RunCreated:
         detail=run.detail,
         queue_position=runs.queue_position(run),
         url=f"/api/v1/runs/{run.id}",
+    )
+
+
+@router.post(
+    "/runs/{run_id}/profile",
+    status_code=201,
+    response_model=RunCreated,
+    summary="Profile a run under Nsight Compute",
+    description="Starts a profile run: the same kernel again on a GPU worker with Nsight Compute, "
+    "profiling the benchmark case's launch. The run must have passed its checks. Its result "
+    "carries `profile` (speed of light, memory, occupancy, stall reasons, the source lines "
+    "ranked by stalls); the report itself is at `/runs/{id}/profile.ncu-rep`.",
+    responses={**errors(404, 409, 422), **REFUSED},
+    dependencies=[Depends(local_runs_only), Depends(limit_run_starts)],
+)
+def profile_run(run_id: str, runs: RunsDep, user: UserDep) -> RunCreated:
+    try:
+        run = runs.profile(run_id, user)
+    except RunNotFound:
+        raise HTTPException(status_code=404, detail=f"no run {run_id!r}") from None
+    except RunInputError as exc:
+        raise _input_error(exc) from None
+    return RunCreated(
+        id=run.id,
+        state=run.state,
+        detail=run.detail,
+        queue_position=runs.queue_position(run),
+        url=f"/api/v1/runs/{run.id}",
+    )
+
+
+@router.get(
+    "/runs/{run_id}/profile.ncu-rep",
+    summary="A profile run's Nsight Compute report",
+    response_class=Response,
+    responses=errors(404),
+)
+def profile_report(run_id: str, runs: RunsDep, user: UserDep) -> Response:
+    try:
+        data = runs.report(run_id, user)
+    except RunNotFound as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from None
+    return Response(
+        data,
+        media_type="application/octet-stream",
+        headers={"Content-Disposition": f'attachment; filename="kplay-{run_id}.ncu-rep"'},
     )
 
 

@@ -73,6 +73,25 @@ def run_cell(
     return render(request, services, "fragments/run_card.html", status_code=201, card=card)
 
 
+@router.post(
+    "/runs/{run_id}/profile",
+    response_class=HTMLResponse,
+    dependencies=[Depends(from_our_page), Depends(local_runs_only), Depends(limit_run_starts)],
+)
+def profile_run(
+    run_id: str, request: Request, services: ServicesDep, runs: RunsDep, user: UserDep
+) -> Response:
+    """The Profile button: a profile run of `run_id`, answered with its (live) card."""
+    try:
+        run = runs.profile(run_id, user)
+    except RunNotFound:
+        return _error_card(request, services, 404, f"no run {run_id!r}")
+    except RunInputError as exc:
+        return _error_card(request, services, exc.status, exc.message)
+    card = views.run_card(runs, run.id, user)
+    return render(request, services, "fragments/run_card.html", status_code=201, card=card)
+
+
 @router.get("/runs/{run_id}/card", response_class=HTMLResponse)
 def run_card(
     run_id: str, request: Request, services: ServicesDep, runs: RunsDep, user: UserDep

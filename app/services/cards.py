@@ -11,6 +11,7 @@ from kplay.app.db.models import Run
 from kplay.app.services import memlevel
 from kplay.app.services.cardnotes import says_nothing_new, untimed_label
 from kplay.app.services.problems import backend_title
+from kplay.app.services.profilecard import profile_view
 from kplay.app.services.records import is_final
 from kplay.kernels.models import CompileStage, Resources, RooflineStage, RunResult, RunState
 
@@ -96,6 +97,12 @@ class RunCard:
     system_rows: list[Metric] = field(default_factory=list)
     output_tail: str | None = None
     wall: str | None = None
+    # Profiles (app/services/profilecard.py): this run's panel if it is a profile run; the
+    # latest profile run of this one; whether the card offers the Profile button.
+    profile: Any = None
+    profile_of: str | None = None
+    profile_card: Any = None
+    can_profile: bool = False
 
     @property
     def live_label(self) -> str:
@@ -359,6 +366,15 @@ def build_card(run: Run, queue_position: int | None = None, previous: Run | None
     _system(card, result)
     card.output_tail = result.output_tail or None
     card.wall = fmt.duration_us(result.wall_ms * 1000) if result.wall_ms else None
+    card.profile_of = run.profile_of
+    if result.profile is not None:
+        card.profile = profile_view(run.id, result.profile)
+        card.verdict = "Profiled under Nsight Compute"
+    card.can_profile = (
+        run.profile_of is None
+        and run.backend != "numba-cpu"
+        and run.state in (RunState.done.value, RunState.suspicious.value)
+    )
     prev = parse_result(previous) if previous is not None else None
     if prev and prev.timing and prev.timing.median_us and result.timing and result.timing.median_us:
         speedup = prev.timing.median_us / result.timing.median_us

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 import math
 from datetime import datetime
@@ -9,7 +10,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from kplay.app.db.models import Run, utcnow
+from kplay.app.db.models import ProfileReport, Run, utcnow
 from kplay.app.db.session import Database
 from kplay.kernels.models import FINAL_STATES, ProgressEvent, RunResult, RunState
 
@@ -66,6 +67,12 @@ def record_result(db: Database, result: RunResult) -> None:
             return
         run.state = result.state.value
         run.detail = result.message
+        if result.profile is not None and result.profile.report_b64:
+            # The report is kept apart; the result keeps its size (report_bytes).
+            data = base64.b64decode(result.profile.report_b64)
+            s.merge(ProfileReport(run_id=run.id, data=data))
+            profile = result.profile.model_copy(update={"report_b64": None})
+            result = result.model_copy(update={"profile": profile})
         run.result = json_safe(result.model_dump(mode="json"))
         run.finished_at = now
         run.started_at = run.started_at or now

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 
 from kplay.app.book import Book, CellSpec
-from kplay.app.db.models import Run
+from kplay.app.db.models import ProfileReport, Run
 from kplay.app.db.session import Database
 from kplay.app.services import records
 from kplay.app.services.access import can_read
@@ -146,6 +146,70 @@ class RunService:
             state=RunState.queued.value,
             detail="waiting for a worker",
         )
+        return self._store_and_submit(run, job, user)
+
+    def profile(self, run_id: str, user: str) -> Run:
+        """A profile run of `run_id`: the same kernel again, under Nsight Compute, on a GPU."""
+        original = self.visible(run_id, user)
+        if original.profile_of is not None:
+            raise RunInputError(422, "this run is a profile; ask for one of the run it profiled")
+        if original.backend == "numba-cpu":
+            raise RunInputError(422, "Nsight Compute profiles GPU kernels; this one ran on the CPU")
+        if original.state not in (RunState.done.value, RunState.suspicious.value):
+            raise RunInputError(
+                409,
+                f"a profile needs a run that passed its checks and was timed; this one ended "
+                f"{original.state}",
+            )
+        launch = LaunchOverride.model_validate(original.launch) if original.launch else None
+        job = RunJob(
+            problem=original.problem,
+            backend=original.backend,
+            source=original.source,
+            cell=original.cell_id,
+            mode="profile",
+            launch=launch,
+            user=user,
+            requires=_arch_requirement(original.backend, original.source),
+            timing_cap_s=self.timing_cap_s,
+        )
+        run = Run(
+            id=job.job_id,
+            user=user,
+            cell_id=None,  # not an attempt of the cell: the cell's history stays the learner's
+            chapter=original.chapter,
+            problem=original.problem,
+            backend=original.backend,
+            source=original.source,
+            launch=original.launch,
+            state=RunState.queued.value,
+            detail="waiting for a GPU that takes profiles",
+            profile_of=original.id,
+        )
+        return self._store_and_submit(run, job, user)
+
+    def profiles_of(self, run_id: str, user: str) -> list[Run]:
+        """The profile runs of one run, newest first (the viewer's own only)."""
+        self.visible(run_id, user)
+        stmt = (
+            select(Run)
+            .where(Run.profile_of == run_id, Run.user == user)
+            .order_by(Run.created_at.desc(), Run.id.desc())
+            .limit(10)
+        )
+        with self.db.session() as s:
+            return list(s.scalars(stmt))
+
+    def report(self, run_id: str, user: str) -> bytes:
+        """A profile run's `.ncu-rep`; RunNotFound where there is none to see."""
+        self.visible(run_id, user)
+        with self.db.session() as s:
+            row = s.get(ProfileReport, run_id)
+        if row is None:
+            raise RunNotFound(f"run {run_id!r} has no Nsight Compute report")
+        return row.data
+
+    def _store_and_submit(self, run: Run, job: RunJob, user: str) -> Run:
         with self._admit:
             self._check_cap(user)
             with self.db.session() as s:

@@ -41,6 +41,11 @@ def _card(svc: RunService, run: Run, position: int | None, runs: list[Run], tota
         return live_card(card, svc.timing_cap_s, age_s(run.updated_at))
     card = build_card(run, position, previous=hist.previous_timed(run, runs))
     card.chart = hist.chart(run, runs, total)
+    if card.can_profile:
+        latest = svc.profiles_of(run.id, run.user)[:1]
+        if latest:
+            profiled, where = svc.watch(latest[0].id, run.user)
+            card.profile_card = build_card(profiled, where)
     if run.state == "compiled" and run.problem in svc.catalog:
         backends = svc.catalog[run.problem].backends
         card.elsewhere = check_elsewhere(run.backend, backends, _devices(svc))

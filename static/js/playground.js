@@ -496,7 +496,23 @@
       });
   }
 
+  // "Profile with Nsight Compute": the profile run's card lands under the button and
+  // follows itself (htmx polling) until the profile is in.
+  function onProfileClick(ev) {
+    var button = ev.target.closest("[data-profile-run]");
+    if (!button) return false;
+    var slot = button.closest("[data-profile]").querySelector("[data-profile-slot]");
+    button.disabled = true;
+    fetchInto(slot, "/runs/" + encodeURIComponent(button.getAttribute("data-profile-run")) + "/profile", "POST")
+      .then(function () {
+        button.disabled = false;
+        if (window.htmx) window.htmx.process(slot);
+      });
+    return true;
+  }
+
   function onShareClick(ev) {
+    if (onProfileClick(ev)) return;
     var button = ev.target.closest("[data-share-run]");
     if (button) {
       var box = button.closest("[data-share]");
