@@ -154,10 +154,18 @@ def evaluate(job: RunJob, emit: Emit | None = None, box: BoxClient | None = None
             ok=False, log=str(exc), diagnostics=[Diagnostic(line=line, message=str(exc))]
         )
         return run.result(RunState.compile_error, str(exc), compile=stage)
-    if backend.key != "cuda" and (plan.arch or plan.cluster or plan.tensor_maps):
+    # CUTLASS C++ is launched as CUDA C++ is, so it takes clusters and tensor maps too;
+    # its target is always the device's own (arch-specific from Hopper on).
+    hopper_words = plan.cluster or plan.tensor_maps
+    if (backend.key == "cutlass" and plan.arch) or (
+        backend.key not in ("cuda", "cutlass") and (plan.arch or hopper_words)
+    ):
         message = (
             "arch=, cluster= and tma. in the launch line are for CUDA C++ cells; "
             f"{backend.title} chooses its own target and launch"
+            if backend.key != "cutlass"
+            else "arch= is for CUDA C++ cells: CUTLASS C++ is always built for the device's "
+            "own target (sm_90a on Hopper); cluster= and tma. apply as for CUDA C++"
         )
         stage = CompileStage(
             ok=False,
