@@ -110,7 +110,7 @@ class Profiler:
         (folder / "job.json").write_text(job.model_copy(update={"mode": "full"}).model_dump_json())
         result_file = folder / "result.json"
         inner = [sys.executable, "-m", "kplay.workers.profilebox", str(folder / "job.json")]
-        inner += [str(result_file), f"{self.limits.wall_timeout_s:g}"]
+        inner += [str(result_file), f"{self.timeout_s:g}"]
         argv = profile_argv(ncu, folder / "profile", inner)
         log_path = folder / "ncu.log"
         with log_path.open("wb") as out:
