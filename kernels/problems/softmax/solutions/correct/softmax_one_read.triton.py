@@ -29,7 +29,8 @@ def softmax(x_ptr, out_ptr, rows, cols, BLOCK: tl.constexpr):
             m_new = tl.maximum(m, v)
             # Lanes that have seen nothing yet keep m = -inf; avoid exp(-inf - -inf).
             seen = m_new != float("-inf")
-            s = s * tl.where(seen, tl.exp(m - m_new), 0.0) + tl.where(seen, tl.exp(v - m_new), 0.0)
+            scale = tl.where(seen, tl.exp(m - m_new), 0.0)
+            s = s * scale + tl.where(seen, tl.exp(v - m_new), 0.0)
             m = m_new
         row_max = tl.max(m, axis=0)
         total = tl.sum(tl.where(m != float("-inf"), s * tl.exp(m - row_max), 0.0), axis=0)
