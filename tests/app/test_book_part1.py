@@ -52,7 +52,15 @@ CPU_CEILING_FIELDS = {
     "fp32_gflops",
     "ridge_flops_per_byte",
 }
-GPU_FIELDS = {"gbs", "percent_of_copy", "percent_of_roofline", "median_us", "iqr_us", "reps"}
+GPU_FIELDS = {
+    "gbs",
+    "percent_of_copy",
+    "percent_of_roofline",
+    "median_us",
+    "iqr_us",
+    "reps",
+    "registers",
+}
 GPU_CEILING_FIELDS = {"copy_gbs", "fp32_gflops", "ridge_flops_per_byte", "source"}
 
 
@@ -216,7 +224,14 @@ def test_gpu_measurement_writes_every_row_the_chapters_quote(
     """The GPU half of the bench, with the engine and the device replaced by fakes: every row
     and field a chapter quotes from part1.json comes out of measure_gpu."""
     import kplay.kernels.sysinfo
-    from kplay.kernels.models import RooflineStage, RunResult, RunState, TimingStage
+    from kplay.kernels.models import (
+        CompileStage,
+        Resources,
+        RooflineStage,
+        RunResult,
+        RunState,
+        TimingStage,
+    )
 
     bench = _bench()
 
@@ -228,6 +243,9 @@ def test_gpu_measurement_writes_every_row_the_chapters_quote(
             problem=problem,
             backend=backend,
             state=RunState.done,
+            compile=CompileStage(
+                ok=True, resources=[Resources(registers=16, spill_stores_bytes=0)]
+            ),
             timing=TimingStage(timed=True, case="bench", median_us=100.0, iqr_us=1.0, reps=10),
             roofline=RooflineStage(
                 flops=0.0,
