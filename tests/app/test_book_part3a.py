@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "results"
 PLACEHOLDER = re.compile(r"\[\[bench:([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\.([A-Za-z0-9_-]+)\]\]")
 FIGURE = re.compile(r"!\[[^\]]+\]\((/static/book/[^)]+)\)")
-SLUGS = ["profiling", "softmax"]
+SLUGS = ["profiling", "softmax", "fused-rows"]
 # The problems each chapter must embed (a chapter may embed more).
 EMBEDS = {
     "profiling": {"sgemm", "hgemm_wmma"},
