@@ -1,0 +1,86 @@
+"""Inputs, float64 reference and PyTorch SDPA baseline for the attention forward pass."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kplay.kernels import dtypes
+from kplay.kernels.draws import Draws, array_module
+
+# Column 0 of every query and every key holds SHIFT: each score of a row then carries the
+# same SHIFT**2 * scale (90.5 at dim 128, 128 at dim 64), a constant the softmax removes.
+# exp() of it overflows float32 (exp(88.7) is its largest value), so a kernel that does not
+# subtract a running maximum fails, and lse is large enough for its relative error to show.
+SHIFT = 32.0
+# Spread of q and k: the rest of each score has a standard deviation of about 2.25, so the
+# weights of a row span several orders of magnitude and the row maximum keeps growing
+# from one key tile to the next (what the online softmax must rescale for).
+SPREAD = 1.5
+
+
+def generate(params: dict, draw: Draws) -> dict:
+    b, h, s, d = (int(params[n]) for n in ("batch", "heads", "seq", "dim"))
+    shape = (b, h, s, d)
+    bf16 = dtypes.get("bfloat16").storage
+    q = draw.normal(shape, 0.0, SPREAD)
+    k = draw.normal(shape, 0.0, SPREAD)
+    q[..., 0] = SHIFT
+    k[..., 0] = SHIFT
+    # Each column of v keeps one sign (drawn per column), magnitudes in [0.25, 2]: an output
+    # element is then a weighted mean of values of one sign, with no cancellation, so the
+    # one-ulp bfloat16 tolerance holds for a kernel that accumulates in float32 and fails
+    # one that accumulates in 16 bits.
+    signs = draw.integers(d, 0, 1, "int32") * 2 - 1
+    v = draw.uniform(shape, 0.25, 2.0) * signs.astype("float32")
+    return {
+        "q": q.astype(bf16),
+        "k": k.astype(bf16),
+        "v": v.astype(bf16),
+        "scale": 1.0 / math.sqrt(d),
+    }
+
+
+def reference(inputs: dict, params: dict) -> dict:
+    xp = array_module(inputs["q"])
+    b, h, s, d = (int(params[n]) for n in ("batch", "heads", "seq", "dim"))
+    scale = float(xp.float32(inputs["scale"]))
+    o = xp.empty((b, h, s, d), dtype=xp.float64)
+    lse = xp.empty((b, h, s), dtype=xp.float64)
+    above = xp.triu(xp.ones((s, s), dtype=bool), 1) if params["causal"] else None
+    # One (batch, head) at a time: the benchmark case's whole score tensor would take 8 GiB.
+    for i in range(b):
+        for j in range(h):
+            q = inputs["q"][i, j].astype(xp.float64)
+            k = inputs["k"][i, j].astype(xp.float64)
+            v = inputs["v"][i, j].astype(xp.float64)
+            scores = (q @ k.T) * scale
+            if above is not None:
+                scores[above] = -xp.inf
+            m = scores.max(axis=1, keepdims=True)
+            p = xp.exp(scores - m)
+            total = p.sum(axis=1, keepdims=True)
+            o[i, j] = (p @ v) / total
+            lse[i, j] = (m + xp.log(total))[:, 0]
+    return {"o": o, "lse": lse}
+
+
+def baseline(arrays: dict, params: dict, xp: Any) -> None:
+    """torch.nn.functional.scaled_dot_product_attention on its FlashAttention backend.
+
+    The arrays hold bfloat16 bits (CuPy has no bfloat16); torch views them as bfloat16
+    without a copy. SDPA returns a new tensor, copied into o (a copy of 2*B*H*S*D bytes,
+    a few percent of the attention itself at the benchmark's size); lse is left unwritten.
+    """
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def view(name: str) -> Any:
+        return torch.as_tensor(arrays[name].view(xp.int16), device="cuda").view(torch.bfloat16)
+
+    q, k, v, o = (view(n) for n in ("q", "k", "v", "o"))
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, is_causal=bool(params["causal"]), scale=float(arrays["scale"])
+        )
+    o.copy_(out)
