@@ -78,20 +78,28 @@ def part1() -> list[Chapter]:
     return [c for c in book.chapters() if c.part == 1]
 
 
-def test_part1_opens_with_the_samples_and_has_the_new_chapters_in_order(
-    part1: list[Chapter],
-) -> None:
+def test_part1_runs_from_the_cpu_up_in_order(part1: list[Chapter]) -> None:
     slugs = [c.slug for c in part1]
     assert slugs == [
         "first-kernel-cpu",
-        "first-gpu-kernel",
         "roofline",
         "ilp-simd",
         "cpu-threads",
+        "first-gpu-kernel",
         "transpose",
         "reductions",
     ]
+    assert [c.number for c in part1] == [str(n) for n in range(1, 8)]
     assert {c.part_title for c in part1} == {"Parallelism, from the CPU up"}
+
+
+def test_part1_has_every_cpu_only_chapter_before_the_first_gpu_one(part1: list[Chapter]) -> None:
+    """The part's title and the introduction promise the CPU first: a chapter whose cells
+    offer only the CPU backend never follows one whose cells offer a GPU backend."""
+    cpu_only = [all(b == "numba-cpu" for cell in c.cells for b in cell.backends) for c in part1]
+    first_gpu = cpu_only.index(False)
+    assert first_gpu >= 3, "the CPU half is the roofline, one core and many cores"
+    assert not any(cpu_only[first_gpu:]), [c.slug for c in part1]
 
 
 def test_part1_chapters_render_through_the_app(client: TestClient, part1: list[Chapter]) -> None:
