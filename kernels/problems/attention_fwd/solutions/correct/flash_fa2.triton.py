@@ -53,7 +53,9 @@ def _key_tile(acc, l_i, m_i, q, k_ptrs, v_ptrs, start_n, offs_m, offs_n, seq, qk
 def attention_fwd(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, scale, batch, heads, seq, dim, causal,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
     tl.static_assert(BLOCK_M % BLOCK_N == 0)
-    start_m = tl.program_id(0) * BLOCK_M
+    # Query tiles in reverse: with causal, the last tiles see the most keys, and starting them
+    # first leaves the short ones to fill the machine at the end of the launch.
+    start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
     bh = tl.program_id(1).to(tl.int64)
     head = bh * seq * HEAD_DIM  # q, k, v and o share the contiguous layout
     offs_m = start_m + tl.arange(0, BLOCK_M)
