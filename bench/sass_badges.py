@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kplay.kernels.evaluate import evaluate  # noqa: E402
 from kplay.kernels.models import RunJob  # noqa: E402
-from kplay.kernels.names import backend_for_path  # noqa: E402
+from kplay.kernels.problem import backend_for_path  # noqa: E402
 from kplay.kernels.sassfeatures import sass_features  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ RAW = {
     "tma_store": r"UTMA(?:STG|REDG)",
     "bulk_copy": r"UBLK(?:CP|RED|PF)",
     "mbarrier": r"SYNCS",
-    "cluster_barrier": r"U?CGABAR",
+    "cluster_barrier": r"U?CGABAR\w*",
     "setmaxnreg": r"USETMAXREG",
     "mma_sync": r"[HIDB]MMA",
     "cp_async": r"LDGSTS",
@@ -75,6 +75,15 @@ def main() -> None:
         stage = result.compile
         sass = (stage.sass if stage else None) or ""
         print(f"## {path.name} ({backend}, {problem}): {result.state.value}: {result.message}")
+        if result.timing and result.timing.median_us and result.roofline:
+            roof = result.roofline
+            print(
+                f"   median {result.timing.median_us:.1f} us, "
+                f"{roof.achieved_flops_per_s / 1e12:.1f} TFLOP/s, "
+                f"{roof.percent_of_roofline:.1f}% of the roofline"
+            )
+        if stage and not stage.ok:
+            print("   " + stage.log[-1500:].replace("\n", "\n   "))
         (args.out / f"{path.name}.sass").write_text(sass)
         if stage and stage.ir:
             views = ", ".join(f"{k} ({v.count(chr(10)) + 1} lines)" for k, v in stage.ir.items())

@@ -161,6 +161,36 @@ def sass_features(sass: str) -> list[FeatureUse]:
     return [u for u in uses.values() if u.count]
 
 
+# A listing cut at its size limit (backends.toolkit_parse.truncate) ends with this note,
+# which keeps the features of the whole listing: the badges must not lose what lies past
+# the cut (a big kernel's HGMMA or HMMA often does).
+WHOLE_NOTE = "// [features of the whole listing: "
+_NOTED = re.compile(r"(?P<key>\w+) (?P<count>\d+) \((?P<ops>[^)]*)\)")
+
+
+def whole_listing_note(sass: str) -> str:
+    """The note a truncated listing carries: each feature's count and opcodes."""
+    parts = [f"{u.feature.key} {u.count} ({u.evidence})" for u in sass_features(sass)]
+    return WHOLE_NOTE + "; ".join(parts) + "]\n"
+
+
+def noted_features(sass: str) -> list[FeatureUse] | None:
+    """The features a truncated listing's note names, or None when it has no note."""
+    at = sass.rfind(WHOLE_NOTE)
+    if at < 0:
+        return None
+    line = sass[at + len(WHOLE_NOTE) :].split("\n", 1)[0]
+    uses = []
+    for m in _NOTED.finditer(line):
+        if m["key"] not in BY_KEY:
+            continue
+        use = FeatureUse(BY_KEY[m["key"]], int(m["count"]))
+        for op, n in re.findall(r"(\w+) ×(\d+)", m["ops"]):
+            use.opcodes[op] = int(n)
+        uses.append(use)
+    return uses
+
+
 def _ptx_code(ptx: str) -> str:
     """PTX without comments, so that a name in a comment asks for nothing."""
     return re.sub(r"//[^\n]*|/\*.*?\*/", "", ptx, flags=re.S)

@@ -133,7 +133,14 @@ class Profiler:
         if self.sandbox is not None:
             env = self.sandbox.child_env(self.limits)
             box = self.sandbox.start(
-                argv, env=env, output=out, cwd=folder, pass_fds=(), gpu=True, binds=[folder]
+                argv,
+                env=env,
+                output=out,
+                cwd=folder,
+                pass_fds=(),
+                gpu=True,
+                binds=[folder],
+                readonly=ncu_install(argv[0]),
             )  # type: ignore[arg-type]
             try:
                 return _wait(box.proc, limit_s, box.kill)
@@ -149,6 +156,18 @@ class Profiler:
                 os.killpg(proc.pid, 9)
 
         return _wait(proc, limit_s, kill)
+
+
+def ncu_install(ncu: str) -> list[Path]:
+    """The folders an `ncu` needs beside /usr, which every box shows: the tool's own
+    installation (the toolkit's `ncu` is a launcher that looks for it next to the toolkit
+    or under /opt/nvidia) and the folder the binary really lives in."""
+    real = Path(os.path.realpath(ncu))
+    found = [real.parent]
+    toolkit = Path(ncu).resolve().parent.parent
+    found += sorted(toolkit.glob("nsight-compute*"))
+    found += [p for p in (Path("/opt/nvidia"),) if p.is_dir()]
+    return [p for p in found if p.is_dir() and p != Path("/usr") and Path("/usr") not in p.parents]
 
 
 def _wait(proc: subprocess.Popen[bytes], limit_s: float, kill: object) -> int | None:

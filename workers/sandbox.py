@@ -145,12 +145,13 @@ class Sandbox:
 
     def arguments(
         self, env: Mapping[str, str], fds: dict[str, int], gpu: bool = True,
-        binds: Sequence[Path] = (),
+        binds: Sequence[Path] = (), readonly: Sequence[Path] = (),
     ) -> list[str]:  # fmt: skip
         """The bubblewrap command line up to `--`; `fds` names the descriptors it reads.
 
         Without `gpu` the box gets no NVIDIA device file at all (a learner's box). `binds`
-        are host folders of this one box shown read-write (a profile's report folder).
+        are host folders of this one box shown read-write (a profile's report folder),
+        `readonly` more folders shown read-only (Nsight Compute's installation).
         """
         size = ["--size", str(self.config.tmp_bytes)] if self.features.size else []
         args = [self.bwrap, "--unshare-user", "--uid", str(view.UID), "--gid", str(view.GID)]
@@ -169,7 +170,7 @@ class Sandbox:
             args += ["--dev-bind", str(node), str(node)]
         args += ["--remount-ro", "/dev", *view.system_args(), *self._identity]
         readonly, _ = view.readonly_args(
-            [*view.python_paths(), *view.operator_paths(env, self.config.ro_paths)]
+            [*view.python_paths(), *view.operator_paths(env, (*self.config.ro_paths, *readonly))]
         )
         args += readonly
         for folder in (*self.config.shared_dirs, *binds):
@@ -208,6 +209,7 @@ class Sandbox:
     def start(
         self, argv: Sequence[str], *, env: Mapping[str, str], output: IO[bytes], cwd: Path,
         pass_fds: Sequence[int], gpu: bool = True, binds: Sequence[Path] = (),
+        readonly: Sequence[Path] = (),
     ) -> Box:  # fmt: skip
         """Start `argv` in a new sandbox; `cwd` is the host folder bubblewrap starts in."""
         fds: dict[str, int] = {}
@@ -217,7 +219,7 @@ class Sandbox:
             if self.status.seccomp:
                 fds["seccomp"] = program_fd()
             info_read, fds["info"] = os.pipe2(os.O_CLOEXEC)
-            command = [*self.arguments(env, fds, gpu, binds), *argv]
+            command = [*self.arguments(env, fds, gpu, binds, readonly), *argv]
             if self.cgroup_base is not None:
                 cgroup = BoxCgroup(self.cgroup_base, self.config.max_tasks)
                 # The shell joins the cgroup, then becomes bubblewrap: nothing escapes it.

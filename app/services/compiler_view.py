@@ -23,6 +23,7 @@ from kplay.kernels.sassfeatures import (
     Feature,
     FeatureUse,
     lost_features,
+    noted_features,
     opcode_counts,
     ptxas_advice,
     sass_features,
@@ -261,7 +262,9 @@ def _features(view: CompilerView, stage: CompileStage) -> None:
     if not stage.sass:
         return
     view.has_sass = True
-    view.badges = [_badge(u) for u in sass_features(stage.sass)]
+    # A cut listing's badges come from its note on the whole listing (sassfeatures).
+    uses = noted_features(stage.sass)
+    view.badges = [_badge(u) for u in (uses if uses is not None else sass_features(stage.sass))]
     # A listing cut at the size limit (toolkit_parse.truncate) may hold more past the cut.
     view.sass_cut = "[SASS truncated:" in stage.sass
     if not view.sass_cut:

@@ -161,7 +161,12 @@ def truncate(text: str, limit_bytes: int, what: str) -> str:
         return text
     head = data[:limit_bytes].decode(errors="ignore")
     head = head[: head.rfind("\n") + 1] or head
-    return (
+    cut = (
         f"{head}\n// [{what} truncated: showing the first {limit_bytes // 1000} KB "
         f"of {len(data) // 1000} KB]\n"
     )
+    if what == "SASS":
+        from kplay.kernels.sassfeatures import whole_listing_note  # pure text, no cycle
+
+        cut += whole_listing_note(text)
+    return cut

@@ -176,3 +176,18 @@ def test_a_fresh_sm90a_build_has_the_same_badges(stem: str, tmp_path: Path) -> N
     assert lost == (["setmaxnreg"] if stem == "setmaxnreg_ignored" else [])
     if stem == "setmaxnreg_ignored":
         assert [code for code, _ in ptxas_advice(stage.log)] == ["C7508"]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_a_listing_cut_at_its_limit_keeps_the_whole_listings_badges(name: str) -> None:
+    from kplay.kernels.backends.toolkit_parse import truncate
+    from kplay.kernels.sassfeatures import noted_features
+
+    sass = (DATA / f"{name}.sass").read_text()
+    whole = {u.feature.key: dict(u.opcodes) for u in sass_features(sass)}
+    cut = truncate(sass, 600, "SASS")  # the first few instructions only
+    assert "[SASS truncated:" in cut
+    noted = noted_features(cut)
+    assert noted is not None
+    assert {u.feature.key: dict(u.opcodes) for u in noted} == whole
+    assert noted_features(sass) is None  # a whole listing has no note
