@@ -54,11 +54,13 @@ def reference(inputs: dict, params: dict) -> dict:
             q = inputs["q"][i, j].astype(xp.float64)
             k = inputs["k"][i, j].astype(xp.float64)
             v = inputs["v"][i, j].astype(xp.float64)
-            scores = (q @ k.T) * scale
+            p = q @ k.T  # the scores, then the weights, in place: one seq x seq buffer
+            p *= scale
             if above is not None:
-                scores[above] = -xp.inf
-            m = scores.max(axis=1, keepdims=True)
-            p = xp.exp(scores - m)
+                p[above] = -xp.inf
+            m = p.max(axis=1, keepdims=True)
+            p -= m
+            xp.exp(p, out=p)
             total = p.sum(axis=1, keepdims=True)
             o[i, j] = (p @ v) / total
             lse[i, j] = (m + xp.log(total))[:, 0]
