@@ -21,10 +21,15 @@
 //
 // Cost, per (batch, head) of a sequence s with head dim d, non-causal:
 //   FLOPs 4 s^2 d (two GEMMs of 2 s^2 d each; causal about half)
-//   DRAM bytes ~ 2 (2 s d) + 2 s d + 4 s (Q, O once, K and V once per query tile, mostly
-//   from L2: ceil(s/64) times each). At s = 4096, d = 128 the intensity against DRAM is
-//   s / 2 flops per byte (a computed figure): far above the machine balance, so the
-//   kernel is bound by the tensor cores and by how well they are fed from shared memory.
+//   DRAM  Q, K, V read and O written once: 8 s d bytes (+ 4 s for lse), so 4 s^2 d / 8 s d
+//         = s / 2 FLOP per byte: 2048 at s = 4096, against an H200 balance of about
+//         180 (bf16 tensor 803 TFLOP/s / DRAM read 4.45 TB/s, the calibrated ceilings of
+//         bench/RESULTS.md). Not memory-bound.
+//   L2    K and V are read again by every query tile: ceil(s/64) * 4 s d bytes, 64 FLOP
+//         per byte. Each block reads Q once and streams K, V through shared memory.
+//   SMEM  per warp and 64-key tile: 64 ldmatrix.x4 (32 KiB) for 128 mma.sync (512K FLOP),
+//         one 512-byte fragment per two instructions. By this count (a prediction) shared
+//         memory, not the tensor cores, is the first limit; flash_v1_mma_wide.cu halves it.
 // Shared memory: (64 + 2*2*64) rows of (d + 8) bf16 = 87040 bytes at d = 128, 46080 at
 // d = 64: two blocks fit on an SM.
 //
