@@ -67,7 +67,8 @@ def profile_view(run_id: str, stage: ProfileStage, read_only: bool = False) -> P
             view.memory.append((label, f"{mem[key]:.1f}%"))
     for name, value in stage.occupancy.items():
         shown = f"{value:.1f}%" if name.endswith("Occupancy") else f"{value:g}"
-        view.occupancy.append((name.replace("Block Limit", "blocks per SM by"), shown))
+        label = name.replace("Block Limit", "blocks per SM by").replace("Occupancy", "occupancy")
+        view.occupancy.append((label[0].lower() + label[1:], shown))
     total = sum(float(s["cycles_per_issue"]) for s in stage.stalls) or 1.0
     view.stalls = [
         {
