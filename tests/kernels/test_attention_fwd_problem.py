@@ -1,0 +1,116 @@
+"""The attention_fwd problem: its reference against a plain computation, the properties of
+its inputs that the tolerances rely on, and its Triton files run in Triton's interpreter
+straight from the problem's own cases (the causal flag passed as 0 or 1: the interpreter
+refuses a Python bool argument)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from kplay.kernels.catalog import load_problem
+from kplay.kernels.check import compare
+from kplay.kernels.draws import Draws
+
+FOLDER = Path(__file__).resolve().parents[2] / "kernels" / "problems" / "attention_fwd"
+SPEC = load_problem(FOLDER)
+REF = SPEC.reference
+
+
+def _case(name: str):  # type: ignore[no-untyped-def]
+    return next(c for c in SPEC.tests if c.name == name)
+
+
+def _draw(params: dict, seed: int = 3) -> dict:
+    return REF.generate(params, Draws(seed))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_reference_matches_a_row_by_row_softmax(causal: bool) -> None:
+    params = {"batch": 1, "heads": 2, "seq": 9, "dim": 64, "causal": causal}
+    inputs = _draw(params)
+    out = REF.reference(inputs, params)
+    q, k, v = (inputs[n].astype(np.float64) for n in "qkv")
+    scale = float(np.float32(inputs["scale"]))
+    for h in range(2):
+        for i in range(9):
+            keys = range(i + 1) if causal else range(9)
+            s = np.array([scale * math.fsum(q[0, h, i] * k[0, h, j]) for j in keys])
+            lse = s.max() + math.log(math.fsum(np.exp(s - s.max())))
+            o = sum(math.exp(s[n] - lse) * v[0, h, j] for n, j in enumerate(keys))
+            assert out["lse"][0, h, i] == pytest.approx(lse, rel=1e-12)
+            np.testing.assert_allclose(out["o"][0, h, i], o, rtol=1e-10)
+
+
+def test_inputs_overflow_a_naive_exp_and_keep_o_away_from_zero() -> None:
+    params = {"batch": 1, "heads": 3, "seq": 65, "dim": 128, "causal": False}
+    inputs = _draw(params)
+    q, k, v = (inputs[n].astype(np.float64) for n in "qkv")
+    scores = np.einsum("bhqd,bhkd->bhqk", q, k) * inputs["scale"]
+    assert (scores.max(axis=-1) > 88.8).all()  # exp() of each row's largest score is inf
+    assert (np.abs(v) >= 0.25).all() and (np.abs(v) <= 2.0).all()
+    signs = np.sign(v)
+    assert (signs == signs[:, :, :1, :]).all()  # one sign per column of v
+    assert {-1.0, 1.0} <= set(np.unique(signs))
+    assert (np.abs(REF.reference(inputs, params)["o"]) >= 0.25).all()
+
+
+def _module(path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"attn_{path.stem.split('.')[0]}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _interpreted(path: Path, case_name: str, env: pytest.MonkeyPatch) -> list[dict]:
+    """Runs the file's kernel on one test case; the comparison of o and of lse. Triton
+    reads TRITON_INTERPRET when a kernel is decorated, that is when the file is loaded."""
+    env.setenv("TRITON_INTERPRET", "1")
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    case = _case(case_name)
+    p = dict(case.params)
+    inputs = _draw(p, case.seed)
+    expected = REF.reference(inputs, p)
+    qkv = [torch.from_numpy(inputs[n].view(np.int16)).view(torch.bfloat16) for n in "qkv"]
+    o = torch.empty_like(qkv[0])
+    lse = torch.full(inputs["q"].shape[:3], float("nan"))
+    grid = (math.ceil(p["seq"] / 128), p["batch"] * p["heads"])
+    ints = [p[n] for n in ("batch", "heads", "seq", "dim")]
+    scale = float(np.float32(inputs["scale"]))
+    _module(path).attention_fwd[grid](
+        *qkv, o, lse, scale, *ints, int(p["causal"]), BLOCK_M=128, BLOCK_N=64, HEAD_DIM=p["dim"]
+    )
+    got_o = o.view(torch.int16).numpy().view(inputs["q"].dtype)
+    return [
+        compare("o", got_o, expected["o"], SPEC.tolerance["bfloat16"]),
+        compare("lse", lse.numpy(), expected["lse"], SPEC.tolerance["float32"]),
+    ]
+
+
+CASES = ["b2h3s17d64-causal", "b2h3s65d128-full", "b1h2s300d128-causal"]
+CORRECT = FOLDER / "solutions" / "correct" / "flash_fa2.triton.py"
+WRONG = sorted((FOLDER / "solutions" / "wrong").glob("*.triton.py"))
+
+
+@pytest.mark.parametrize("case_name", CASES)
+def test_the_flash_attention_solution_passes_in_the_interpreter(
+    case_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for verdict in _interpreted(CORRECT, case_name, monkeypatch):
+        assert verdict["ok"], verdict["message"]
+
+
+@pytest.mark.parametrize("path", WRONG, ids=[p.name for p in WRONG])
+def test_each_wrong_triton_solution_fails_a_case_in_the_interpreter(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert len(WRONG) == 4
+    verdicts = [v for name in CASES for v in _interpreted(path, name, monkeypatch)]
+    assert not all(v["ok"] for v in verdicts), f"{path.name} passed every case"
