@@ -29,7 +29,7 @@ SLUGS = ["profiling", "softmax", "fused-rows"]
 EMBEDS = {
     "profiling": {"sgemm", "hgemm_wmma"},
     "softmax": {"softmax"},
-    "fused-rows": {"rmsnorm_channels", "layernorm"},
+    "fused-rows": {"rmsnorm_channels", "layernorm", "bias_gelu"},
 }
 SECTIONS = ["In this chapter you will", "Exercise", "What the roofline says", "Further reading"]
 
