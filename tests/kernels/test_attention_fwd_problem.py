@@ -114,3 +114,18 @@ def test_each_wrong_triton_solution_fails_a_case_in_the_interpreter(
     assert len(WRONG) == 4
     verdicts = [v for name in CASES for v in _interpreted(path, name, monkeypatch)]
     assert not all(v["ok"] for v in verdicts), f"{path.name} passed every case"
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_sdpa_baseline_writes_o_within_the_tolerance(causal: bool) -> None:
+    """On the host, through the same views of the bfloat16 bits that CuPy arrays get."""
+    pytest.importorskip("torch")
+    params = {"batch": 2, "heads": 3, "seq": 65, "dim": 64, "causal": causal}
+    inputs = _draw(params)
+    arrays = {n: inputs[n].view(np.uint16).copy() for n in "qkv"}
+    arrays["o"] = np.full_like(arrays["q"], 0x7FA5)  # a NaN pattern: unwritten shows
+    arrays["scale"] = np.float32(inputs["scale"])
+    REF.baseline(arrays, params, np)
+    got = arrays["o"].view(inputs["q"].dtype)
+    verdict = compare("o", got, REF.reference(inputs, params)["o"], SPEC.tolerance["bfloat16"])
+    assert verdict["ok"], verdict["message"]
