@@ -129,3 +129,38 @@ def test_the_sdpa_baseline_writes_o_within_the_tolerance(causal: bool) -> None:
     got = arrays["o"].view(inputs["q"].dtype)
     verdict = compare("o", got, REF.reference(inputs, params)["o"], SPEC.tolerance["bfloat16"])
     assert verdict["ok"], verdict["message"]
+
+
+class _Held(np.ndarray):
+    """An array that, like CuPy's, is brought back to the host with .get()."""
+
+    def get(self) -> np.ndarray:
+        return np.asarray(self)
+
+
+def test_a_large_case_is_referenced_on_the_gpu_module_with_the_same_numbers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The device branch, with a NumPy stand-in for CuPy: it gets float32 copies of the
+    bfloat16 inputs and must give exactly the host's float64 numbers."""
+    seen = []
+
+    def asarray(a: np.ndarray) -> _Held:
+        seen.append(a.dtype)
+        return np.asarray(a).view(_Held)
+
+    names = ("float64", "triu", "ones", "inf", "exp", "log")
+    gpu = type("Gpu", (), {n: staticmethod(getattr(np, n)) for n in names})
+    gpu.inf = np.inf
+    gpu.asarray = staticmethod(asarray)
+    gpu.empty = staticmethod(lambda *a, **k: np.empty(*a, **k).view(_Held))
+    params = {"batch": 1, "heads": 2, "seq": 40, "dim": 64, "causal": True}
+    inputs = _draw(params)
+    host = REF.reference(inputs, params)
+    monkeypatch.setattr(REF, "DEVICE_MIN_SCORES", 1)
+    monkeypatch.setattr(REF, "_gpu_module", lambda: gpu)
+    device = REF.reference(inputs, params)
+    assert seen == [np.dtype(np.float32)] * 3
+    for name in ("o", "lse"):
+        assert type(device[name]) is np.ndarray
+        np.testing.assert_array_equal(device[name], host[name])
