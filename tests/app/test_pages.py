@@ -73,8 +73,8 @@ def test_chapter_page_has_cells_with_starters(client: TestClient) -> None:
 
 def test_chapter_has_previous_and_next(client: TestClient) -> None:
     first = client.get("/book/p1/first-kernel-cpu").text
-    assert 'rel="next" href="/book/p1/first-gpu-kernel"' in first and 'rel="prev"' not in first
-    second = client.get("/book/p1/first-gpu-kernel").text
+    assert 'rel="next" href="/book/p1/roofline"' in first and 'rel="prev"' not in first
+    second = client.get("/book/p1/roofline").text
     assert 'rel="prev" href="/book/p1/first-kernel-cpu"' in second
 
 
@@ -117,7 +117,9 @@ ADDRESSES_BEFORE_THE_MOVE = {
 
 def test_old_chapter_addresses_redirect_for_good(client: TestClient) -> None:
     book = client.app.state.services.book  # type: ignore[attr-defined]
-    assert sorted(ADDRESSES_BEFORE_THE_MOVE.values()) == sorted(c.url for c in book.chapters())
+    # Every chapter that existed before parts were folders (Parts I and II) has its old address.
+    before = [c.url for c in book.chapters() if c.url.startswith(("/book/p1/", "/book/p2/"))]
+    assert sorted(ADDRESSES_BEFORE_THE_MOVE.values()) == sorted(before)
     for old, new in ADDRESSES_BEFORE_THE_MOVE.items():
         moved = client.get(old, follow_redirects=False)
         assert moved.status_code == 301, old
@@ -173,13 +175,13 @@ def test_a_chapter_broken_while_served_shows_where(tmp_path: Path, executor: Fak
     book = _book(tmp_path)
     settings = Settings(database_url=f"sqlite:///{tmp_path / 'k.sqlite3'}", book_dir=book)
     with TestClient(create_app(settings, executor)) as client:
-        path = book / "p1" / "02-first-gpu-kernel.md"
+        path = book / "p1" / "05-first-gpu-kernel.md"
         path.write_text(path.read_text().replace("backend: cuda\n", "backend: opencl\n"))
         later = time.time() + 5
         os.utime(path, (later, later))
         page = client.get("/book/p1/first-gpu-kernel")
     assert page.status_code == 500
-    assert "p1/02-first-gpu-kernel.md:" in page.text and "opencl" in page.text
+    assert "p1/05-first-gpu-kernel.md:" in page.text and "opencl" in page.text
 
 
 def test_a_part_without_a_title_stops_the_start(tmp_path: Path, executor: FakeExecutor) -> None:
