@@ -139,6 +139,9 @@ def _engine_row(case: Any, backend: str, path: Path, flops: float, config: Trito
     label = f"{path.name} ({config.label})" if config else path.name
     median = result.timing.median_us if result.timing else None
     note = "" if result.state.value == "done" else f"{result.state.value}: {result.message}"
+    res = result.compile.resources if result.compile else []
+    if res and res[0].registers is not None:
+        note = f"{res[0].registers} regs, {(res[0].shared_bytes or 0) // 1024} KiB smem. {note}"
     return Row(case.name, label, median, flops, note[:160]), json.loads(result.model_dump_json())
 
 
