@@ -194,3 +194,25 @@ def test_every_solution_file_a_chapter_names_is_shipped(chapters: dict[str, Chap
                 shipped |= {path.name for _, path in spec.solutions(kind)}
         for name in named.findall(_text(chapter)):
             assert name in shipped, f"{chapter.slug} names {name}, which no embedded problem ships"
+
+
+def test_the_fused_rows_chapter_states_the_formats_and_formulas_own_figures(
+    chapters: dict[str, Chapter],
+) -> None:
+    text = _text(chapters["fused-rows"])
+    # Neighbouring float32 values near 1e8 are 8 apart: the variance example's unit.
+    assert float(np.spacing(np.float32(1e8))) == 8.0
+    assert "near 10⁸, where neighbouring float32 numbers are 8 apart" in text
+    # The erf and tanh forms of GELU differ by at most about 5e-4, near |t| = 2.7.
+    ts = np.linspace(-8.0, 8.0, 160001)
+    exact = np.array([0.5 * t * (1.0 + math.erf(t / math.sqrt(2.0))) for t in ts])
+    approx = 0.5 * ts * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (ts + 0.044715 * ts**3)))
+    gap = np.abs(exact - approx)
+    assert round(float(gap.max()) * 1e4) == 5 and round(abs(float(ts[gap.argmax()])), 1) == 2.7
+    assert "up to about 5 × 10⁻⁴ (near |`t`| = 2.7)" in text
+    # The byte counts of the figure and of the prose agree: 4 bytes per read or write.
+    unfused_layernorm = 4 * (1 + 2 + 1 + 2 + 2)
+    assert unfused_layernorm == 32 and "Thirty-two bytes an element" in text
+    svg = (ROOT / "static" / "book" / "p3-03-fusion-bytes.svg").read_text(encoding="utf-8")
+    for total in (16, 8, unfused_layernorm):
+        assert f">{total} B<" in svg
