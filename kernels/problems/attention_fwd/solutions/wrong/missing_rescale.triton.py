@@ -31,14 +31,14 @@ def _key_tile(acc, l_i, m_i, q, k_ptrs, v_ptrs, start_n, offs_m, offs_n, seq, qk
     else:
         k = tl.load(k_ptrs + start_n * HEAD_DIM)
         v = tl.load(v_ptrs + start_n * HEAD_DIM)
-    qk = _mma(q, k, tl.zeros([q.shape[0], k.shape[1]], dtype=tl.float32))
-    qk = qk * qk_scale  # [BLOCK_M, BLOCK_N], float32, base-2 units
+    qk = _mma(q, k, tl.zeros([q.shape[0], k.shape[1]], dtype=tl.float32))  # [BLOCK_M, BLOCK_N]
     if MASKED:
         keep = (cols[None, :] < seq) & ((cols[None, :] <= offs_m[:, None]) | (causal == 0))
         qk = tl.where(keep, qk, float("-inf"))
-    # The new maximum first, then the exponentials taken against it.
-    m_new = tl.maximum(m_i, tl.max(qk, 1))
-    p = tl.math.exp2(qk - m_new[:, None])
+    # The new maximum first, then the exponentials taken against it, in base-2 units: the
+    # scale is positive, so it commutes with the maximum, and qk * qk_scale - m is one FMA.
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
     l_i = l_i + tl.sum(p, 1)
     acc = _mma(p.to(v.dtype), v, acc)
     return acc, l_i, m_new
@@ -48,7 +48,9 @@ def _key_tile(acc, l_i, m_i, q, k_ptrs, v_ptrs, start_n, offs_m, offs_n, seq, qk
 def attention_fwd(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, scale, batch, heads, seq, dim, causal,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
     tl.static_assert(BLOCK_M % BLOCK_N == 0)
-    start_m = tl.program_id(0) * BLOCK_M
+    # Query tiles in reverse: with causal, the last tiles see the most keys, and starting them
+    # first leaves the short ones to fill the machine at the end of the launch.
+    start_m = (tl.num_programs(0) - 1 - tl.program_id(0)) * BLOCK_M
     bh = tl.program_id(1).to(tl.int64)
     head = bh * seq * HEAD_DIM  # q, k, v and o share the contiguous layout
     offs_m = start_m + tl.arange(0, BLOCK_M)
