@@ -26,10 +26,11 @@ from kplay.kernels.hardware import has_cuda_gpu, prepare_cpu_fallbacks
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURE = re.compile(r"!\[[^\]]+\]\((/static/book/[^)]+)\)")
-SLUGS = ("attention-memory-wall", "flash-attention-v1")
+SLUGS = ("attention-memory-wall", "flash-attention-v1", "flash-attention-2-triton")
 PROBLEM = ROOT / "kernels" / "problems" / "attention_fwd"
 CH4 = "04-attention-memory-wall.md"
 CH5 = "05-flash-attention-v1.md"
+CH6 = "06-flash-attention-2-triton.md"
 
 
 @pytest.fixture(scope="module")
@@ -239,3 +240,36 @@ def test_online_softmax_of_chapter_5_is_exact_for_any_tiling() -> None:
         want_o, want_lse = _float64_attention(q[None, None], k[None, None], v[None, None], False)
         np.testing.assert_allclose(o, want_o[0, 0], rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(lse, want_lse[0, 0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("params", CASES, ids=lambda p: "s{seq}d{dim}c{causal:d}".format(**p))
+def test_block_pointer_kernel_of_chapter_6_is_correct(
+    params: dict, bf16_dot: None, tmp_path: Path
+) -> None:
+    module = _module(_blocks(CH6, "python", "def attention_fwd"), tmp_path, "block_ptr_p3")
+    tuner = module.attention_fwd
+    assert {c.kwargs["BLOCK_N"] for c in tuner.configs} == {64, 128}
+    # The kernel under the autotuner, with tiles small enough for the interpreter.
+    _assert_close(*_run_triton(tuner.fn, params, seed=11))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_backward_of_chapter_6_matches_autograd(causal: bool) -> None:
+    torch = pytest.importorskip("torch")
+    namespace: dict[str, Any] = {}
+    exec(_blocks(CH6, "python", "def attention_backward"), namespace)
+    rng = np.random.default_rng(6)
+    for n, d, tile in ((1, 16, 64), (37, 16, 8), (130, 64, 64)):
+        q, k, v = (torch.tensor(rng.normal(size=(n, d)), requires_grad=True) for _ in range(3))
+        s = (q @ k.T) / math.sqrt(d)
+        if causal:
+            s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        o = torch.softmax(s, dim=-1) @ v
+        do = torch.tensor(rng.normal(size=(n, d)))
+        o.backward(do)
+        lse = torch.logsumexp(s, dim=-1)
+        got = namespace["attention_backward"](
+            *(t.detach().numpy() for t in (q, k, v, o, do, lse)), causal, tile
+        )
+        for mine, want in zip(got, (q.grad, k.grad, v.grad), strict=True):
+            np.testing.assert_allclose(mine, want.numpy(), rtol=1e-9, atol=1e-11)
