@@ -14,8 +14,9 @@
 // Tile 128 x 256 x 64. Per stage that is 128x64 + 64x256 bf16 = 16 + 32 = 48 KiB; four
 // stages are 192 KiB of the 227 KiB a block may have (a fifth would not fit), plus 1 KiB
 // so that the ring can start on a 1024-byte boundary, as the 128-byte swizzle needs.
-// A 128x256 tile does 2*128*256 = 64 Ki multiply-adds per 48 KiB loaded: 85 flops per
-// byte of shared memory filled, enough to keep wgmma busy while TMA refills the ring.
+// One stage feeds 128*256*64 = 2 Mi multiply-adds (4 Mi flops) for its 48 KiB: about
+// 85 flops per byte of shared memory filled, enough to keep wgmma busy while TMA refills
+// the ring.
 //
 // 384 threads: warpgroup 0 is the producer (one thread issues every TMA copy, the other
 // registers are handed back with setmaxnreg), warpgroups 1 and 2 are consumers, each
