@@ -45,8 +45,8 @@ def generate(params: dict, draw: Draws) -> dict:
 
 # From this many scores (batch * heads * seq * seq) on, the float64 reference is computed
 # on the GPU where there is one: bfloat16 cases are drawn and compared on the host (CuPy has
-# no bfloat16), and the benchmark case's 550 GFLOP and 10^9 exponentials take tens of
-# seconds on a host's cores, milliseconds on the device. Same code, same float64 numbers.
+# no bfloat16), and the benchmark case's 550 GFLOP and 10^9 exponentials in float64 are a
+# long wait on a host's cores next to the device's. Same code, same float64 numbers.
 DEVICE_MIN_SCORES = 1 << 24
 
 
@@ -99,8 +99,9 @@ def baseline(arrays: dict, params: dict, xp: Any) -> None:
     """torch.nn.functional.scaled_dot_product_attention on its FlashAttention backend.
 
     The arrays hold bfloat16 bits (CuPy has no bfloat16); torch views them as bfloat16
-    without a copy. SDPA returns a new tensor, copied into o (a copy of 2*B*H*S*D bytes,
-    a few percent of the attention itself at the benchmark's size); lse is left unwritten.
+    without a copy. SDPA returns a new tensor, copied into o: 2*B*H*S*D bytes read and
+    written, by the computed bound of the calibrated copy roof about 2% of the flash
+    backend's time at the benchmark's size. lse is left unwritten.
     """
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
