@@ -29,12 +29,14 @@ def generate(params: dict, draw: Draws) -> dict:
     k = draw.normal(shape, 0.0, SPREAD)
     q[..., 0] = SHIFT
     k[..., 0] = SHIFT
-    # Each column of v keeps one sign (drawn per column), magnitudes in [0.25, 2]: an output
-    # element is then a weighted mean of values of one sign, with no cancellation, so the
-    # one-ulp bfloat16 tolerance holds for a kernel that accumulates in float32 and fails
-    # one that accumulates in 16 bits.
-    signs = draw.integers(d, 0, 1, "int32") * 2 - 1
-    v = draw.uniform(shape, 0.25, 2.0) * signs.astype("float32")
+    # Each column of v keeps one sign (negative in every third column), magnitudes in
+    # [0.25, 2]: an output element is then a weighted mean of values of one sign, with no
+    # cancellation, so a tight bfloat16 tolerance holds for a kernel that accumulates in
+    # float32 and fails one that accumulates in 16 bits. The signs depend on the column
+    # only, not on the seed: the timed repetitions patch inputs with another seed's values.
+    xp = draw.xp
+    signs = xp.where(xp.arange(d) % 3 == 0, -1.0, 1.0).astype(xp.float32)
+    v = draw.uniform(shape, 0.25, 2.0) * signs
     return {
         "q": q.astype(bf16),
         "k": k.astype(bf16),
