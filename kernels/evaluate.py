@@ -154,18 +154,14 @@ def evaluate(job: RunJob, emit: Emit | None = None, box: BoxClient | None = None
             ok=False, log=str(exc), diagnostics=[Diagnostic(line=line, message=str(exc))]
         )
         return run.result(RunState.compile_error, str(exc), compile=stage)
-    # CUTLASS C++ is launched as CUDA C++ is, so it takes clusters and tensor maps too;
-    # its target is always the device's own (arch-specific from Hopper on).
-    hopper_words = plan.cluster or plan.tensor_maps
-    if (backend.key == "cutlass" and plan.arch) or (
-        backend.key not in ("cuda", "cutlass") and (plan.arch or hopper_words)
-    ):
+    # CUTLASS C++ is launched as CUDA C++ is (clusters, tensor maps), on the device's target.
+    extras = plan.arch or (backend.key != "cutlass" and (plan.cluster or plan.tensor_maps))
+    if backend.key != "cuda" and extras:
         message = (
             "arch=, cluster= and tma. in the launch line are for CUDA C++ cells; "
             f"{backend.title} chooses its own target and launch"
             if backend.key != "cutlass"
-            else "arch= is for CUDA C++ cells: CUTLASS C++ is always built for the device's "
-            "own target (sm_90a on Hopper); cluster= and tma. apply as for CUDA C++"
+            else f"arch= is for CUDA C++ cells; {backend.title} is built for the device's target"
         )
         stage = CompileStage(
             ok=False,

@@ -86,7 +86,9 @@ def test_a_cutlass_cell_may_not_pick_its_own_target() -> None:
     source = "// kplay: arch=sm_90a\n" + TMA_CELL.split("\n", 1)[1]
     result = evaluate(RunJob(problem="gemm_bf16", backend="cutlass", source=source))
     assert result.state is RunState.compile_error
-    assert result.message.startswith("arch= is for CUDA C++ cells: CUTLASS C++ is always built")
+    assert result.message == (
+        "arch= is for CUDA C++ cells; CUTLASS C++ (CuTe) is built for the device's target"
+    )
 
 
 def test_a_cutlass_cell_with_tensor_maps_and_a_cluster_compiles(tmp_path: Path) -> None:
