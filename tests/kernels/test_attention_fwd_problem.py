@@ -114,7 +114,7 @@ def test_the_flash_attention_solution_passes_in_the_interpreter(
 def test_each_wrong_triton_solution_fails_a_case_in_the_interpreter(
     path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert len(WRONG) == 4
+    assert len(WRONG) >= 4  # the four of this problem, found by the glob
     verdicts = [v for name in CASES for v in _interpreted(path, name, monkeypatch)]
     assert not all(v["ok"] for v in verdicts), f"{path.name} passed every case"
 
