@@ -10,7 +10,6 @@ import math
 import re
 import sys
 import xml.dom.minidom
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -152,32 +151,13 @@ def test_materialised_attention_matches_the_reference() -> None:
 
 
 @pytest.fixture()
-def bf16_dot() -> Iterator[None]:
-    """Triton's interpreter (3.7) multiplies bfloat16 operands of tl.dot as their raw 16-bit
-    patterns. Here they are widened to float32 first, as the tensor cores do; undone after."""
+def interpreter() -> None:
+    """Triton's interpreter where there is no GPU, set before a kernel's module is loaded:
+    the chapters' kernels widen their bf16 dot operands there (Triton 3.7's interpreter
+    multiplies bf16 tiles as raw integers)."""
     pytest.importorskip("torch")
-    prepare_cpu_fallbacks()  # the interpreter on a machine without a GPU
-    tl = pytest.importorskip("triton.language")
-    interp = pytest.importorskip("triton.runtime.interpreter")
-    builder = interp.InterpreterBuilder
-    original = builder.create_dot
-
-    def widen(handle: Any) -> np.ndarray:
-        if handle.dtype == tl.bfloat16:
-            return (handle.data.astype(np.uint32) << 16).view(np.float32)
-        return handle.data.astype(np.float32)
-
-    def create_dot(self: Any, a: Any, b: Any, d: Any, *rest: Any) -> Any:
-        if tl.bfloat16 not in (a.dtype, b.dtype):
-            return original(self, a, b, d, *rest)
-        out = np.matmul(widen(a), widen(b), dtype=d.data.dtype) + d.data
-        return interp.TensorHandle(out, d.dtype.scalar)
-
-    builder.create_dot = create_dot
-    try:
-        yield
-    finally:
-        builder.create_dot = original
+    pytest.importorskip("triton")
+    prepare_cpu_fallbacks()
 
 
 CASES = [
@@ -220,7 +200,7 @@ def _assert_close(o: np.ndarray, lse: np.ndarray, want_o: np.ndarray, want_lse: 
 
 @pytest.mark.parametrize("params", CASES, ids=lambda p: "s{seq}d{dim}c{causal:d}".format(**p))
 def test_two_pass_kernel_of_chapter_4_is_correct(
-    params: dict, bf16_dot: None, tmp_path: Path
+    params: dict, interpreter: None, tmp_path: Path
 ) -> None:
     module = _module(_blocks(CH4, "python", "def attention_fwd"), tmp_path, "two_pass_p3")
     _assert_close(*_run_triton(module.attention_fwd, params, seed=7))
@@ -244,7 +224,7 @@ def test_online_softmax_of_chapter_5_is_exact_for_any_tiling() -> None:
 
 @pytest.mark.parametrize("params", CASES, ids=lambda p: "s{seq}d{dim}c{causal:d}".format(**p))
 def test_block_pointer_kernel_of_chapter_6_is_correct(
-    params: dict, bf16_dot: None, tmp_path: Path
+    params: dict, interpreter: None, tmp_path: Path
 ) -> None:
     module = _module(_blocks(CH6, "python", "def attention_fwd"), tmp_path, "block_ptr_p3")
     tuner = module.attention_fwd
