@@ -11,6 +11,10 @@
 // Longer rows take the streaming path: the same two reductions over three walks of the
 // row (sum, squared differences, output); the second and third read it again.
 // Any blockDim.x that is a multiple of 32, up to 1024, works.
+//
+// Predicted, not measured: at 32768x4096 the floor is 8 * 32768 * 4096 + 8 * 4096 bytes
+// (1 GiB and 32 KiB), which takes 252 us at the H200's calibrated copy roof of 4262 GB/s
+// (bench/RESULTS.md).
 
 #define PER_THREAD 16  // floats a thread keeps in registers
 #define VEC (PER_THREAD / 4)
