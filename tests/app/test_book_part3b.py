@@ -253,3 +253,23 @@ def test_backward_of_chapter_6_matches_autograd(causal: bool) -> None:
         )
         for mine, want in zip(got, (q.grad, k.grad, v.grad), strict=True):
             np.testing.assert_allclose(mine, want.numpy(), rtol=1e-9, atol=1e-11)
+
+
+def test_quoted_code_matches_the_shipped_kernels() -> None:
+    """What chapters 5 and 6 quote of the shipped solutions is still in them."""
+    correct = PROBLEM / "solutions" / "correct"
+    cuda = (correct / "flash_v1_mma.cu").read_text(encoding="utf-8")
+    for line in _blocks(CH5, "cuda", "pack_bf16").splitlines():
+        code = line.split("//")[0].strip()
+        assert code in cuda, f"chapter 5 quotes {code!r}, not in flash_v1_mma.cu"
+    triton_src = (correct / "flash_fa2.triton.py").read_text(encoding="utf-8")
+    for quoted in (
+        "tl.num_programs(0) - 1 - tl.program_id(0)",
+        "qk_scale = scale * 1.4426950408889634",
+        "MASKED: tl.constexpr",
+        "tl.math.exp2(qk * qk_scale - m_new[:, None])",
+        "tl.maximum(m_i, tl.max(qk, 1) * qk_scale)",
+        "m_i * 0.6931471805599453 + tl.log(l_i)",
+        "BLOCK_M=128 BLOCK_N=64 HEAD_DIM=dim num_warps=8 num_stages=3",
+    ):
+        assert quoted in triton_src, f"chapter 6 describes {quoted!r}, not in flash_fa2.triton.py"
