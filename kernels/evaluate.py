@@ -191,6 +191,7 @@ def _evaluate_in(
     box: BoxClient | None,
 ) -> RunResult:
     job = run.job
+    backend.prepare_for(problem)  # the CuTe DSL builds for the problem's argument types
     if box is None:
         stage, kernel = _compile_cached(backend, job.source, plan.kernel, workdir)
     else:

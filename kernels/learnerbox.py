@@ -96,6 +96,10 @@ class _Box:
         self.backend = get_backend(str(message["backend"]))
         target = message.get("target_cc")
         self.backend.target_cc = str(target) if target else None
+        if message.get("variant"):
+            from kplay.kernels.artifact import Variant
+
+            self.backend.variant_hint = Variant.model_validate(message["variant"])  # type: ignore[attr-defined]
         source, name = str(message["source"]), str(message["kernel"])
         if message.get("mode") == "export":
             stage, self.exporter = self.backend.export(source, name, self.workdir)
@@ -146,6 +150,12 @@ class _Box:
         if self.torch:
             import torch
 
+            from kplay.kernels import dtypes
+
+            info = dtypes.of_storage(array.dtype)
+            if info is not None and info.extension:  # bfloat16, float8: through their bits
+                bits = torch.from_numpy(array.view(dtypes.bits_int(array.dtype)))
+                return bits.view(getattr(torch, info.torch))
             return torch.from_numpy(array)
         return array
 

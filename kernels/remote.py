@@ -107,6 +107,9 @@ class BoxClient:
             "mode": "export" if export else "host",
             "target_cc": _device_cc() if export else None,
         }
+        hint = getattr(backend, "variant_hint", None)
+        if hint is not None:
+            load["variant"] = hint.model_dump(mode="json")
         answer = self.request(load)
         stage = CompileStage.model_validate(answer.get("stage"))
         params = _names(answer.get("params"))
@@ -284,8 +287,15 @@ def _device_cc() -> str:
 
 
 def _torch_dtype(tensor: Any) -> np.dtype:
+    """The NumPy type of a torch tensor's elements: bfloat16 and float8 as ml_dtypes'
+    (torch has no NumPy type for them and refuses `.numpy()`)."""
     import torch
 
+    from kplay.kernels.arrays import _numpy_dtype
+
+    extension = _numpy_dtype(tensor.dtype)
+    if extension is not None:
+        return np.dtype(extension)
     return torch.empty(0, dtype=tensor.dtype).numpy().dtype
 
 

@@ -93,7 +93,7 @@ class SharedArena:
     def locate(self, array: Any) -> dict[str, Any]:
         """Where a NumPy array or a CPU torch tensor of this arena lives."""
         if hasattr(array, "data_ptr"):  # torch: the same memory seen through NumPy
-            array = array.numpy()
+            array = _numpy_view(array)
         address = int(array.__array_interface__["data"][0])
         pos = bisect.bisect_right(self._starts, (address, 1 << 62)) - 1
         if pos < 0:
@@ -110,7 +110,7 @@ class SharedArena:
         return {
             "seg": ident,
             "offset": address - start,
-            "dtype": array.dtype.str,
+            "dtype": _dtype_name(array.dtype),
             "shape": list(array.shape),
             "strides": list(array.strides),
         }
@@ -142,8 +142,37 @@ class MappedSegments:
         mm = self._maps[int(where["seg"])]
         return np.ndarray(
             tuple(where["shape"]),
-            dtype=np.dtype(where["dtype"]),
+            dtype=_dtype_named(str(where["dtype"])),
             buffer=mm,
             offset=int(where["offset"]),
             strides=tuple(where["strides"]),
         )
+
+
+def _numpy_view(tensor: Any) -> Any:
+    """A CPU torch tensor as NumPy sees the same memory; bfloat16 and float8 through their
+    bits, as ml_dtypes' types (torch's `.numpy()` refuses them)."""
+    from kplay.kernels.arrays import _numpy_dtype, bits_dtype
+
+    storage = _numpy_dtype(tensor.dtype)
+    if storage is None:
+        return tensor.numpy()
+    import torch
+
+    return tensor.view(getattr(torch, bits_dtype(storage).name)).numpy().view(storage)
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    """How a segment's element type travels: NumPy's type string, or the name of an
+    ml_dtypes type (bfloat16, float8...), whose type string is a bare `<V2`."""
+    from kplay.kernels import dtypes
+
+    info = dtypes.of_storage(dtype)
+    return info.name if info is not None and info.extension else dtype.str
+
+
+def _dtype_named(name: str) -> np.dtype:
+    from kplay.kernels import dtypes
+
+    info = dtypes.DTYPES.get(name)
+    return info.storage if info is not None and info.extension else np.dtype(name)

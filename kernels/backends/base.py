@@ -111,6 +111,11 @@ class Backend(ABC):
     def capability(self) -> Capability:
         """What this backend can do on this machine, cheaply decided."""
 
+    def prepare_for(self, problem: Any) -> None:
+        """Told the problem (a ProblemSpec) before a compile; a backend that builds per
+        argument type (the CuTe DSL) takes the problem's types from it."""
+        return None
+
     @abstractmethod
     def array_kind(self) -> ArrayKind:
         """The arrays launch() expects under the current capability."""

@@ -235,6 +235,12 @@ class CuteExporter(Exporter):
             raise _Captured
 
         dsl.compiler_provider.jit = capture
+        # The stand-in launch's block (1, 1, 1) would become the kernel's .reqntid, and
+        # the driver refuses any other block: the problem's launch decides it instead.
+        attrs = dsl._generate_kernel_attrs
+        dsl._generate_kernel_attrs = lambda config: {
+            k: v for k, v in attrs(config).items() if k != "nvvm.reqntid"
+        }
         start = time.perf_counter()
         try:
             cute.compile(namespace["kplay_host"], *host_args(variant))
@@ -243,6 +249,7 @@ class CuteExporter(Exporter):
                 raise pysource.deferred_error(exc, self.path, _compiler()) from None
         finally:
             dsl.compiler_provider.jit = jit
+            del dsl._generate_kernel_attrs
             dsl.post_compilation_cleanup()
         ms = (time.perf_counter() - start) * 1e3
         if "module" not in captured:
@@ -268,6 +275,14 @@ def _check_kind(name: str, obj: Any, compiler: str) -> CompileStage | None:
     return pysource.wrong_kind_stage(name, obj, _EXPECTED, compiler)
 
 
+def problem_variant(args: Any) -> Variant:
+    """The variant a problem's launches make: its arrays' dtypes and ranks, its scalars'."""
+    return Variant(args=tuple(
+        ArgSpec(kind="array", dtype=a.dtype, ndim=len(a.shape)) if a.is_array
+        else ArgSpec(kind="scalar", dtype=a.dtype) for a in args
+    ))  # fmt: skip
+
+
 def default_variant(kernel: Any) -> Variant:
     """A variant from the kernel's annotations: tensors float32 1-D, scalars as annotated."""
     import inspect
@@ -291,6 +306,9 @@ class CuteDslBackend(Backend):
     language = "python"
     # Compile-only: the variant to build (the problem's argument kinds), where known.
     variant_hint: Variant | None = None
+
+    def prepare_for(self, problem: Any) -> None:
+        self.variant_hint = problem_variant(problem.args)
 
     def capability(self) -> Capability:
         if pysource.version(DIST) is None:

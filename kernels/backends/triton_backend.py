@@ -141,6 +141,9 @@ class TritonKernel(CompiledKernel):
         from triton.compiler.errors import CompilationError
         from triton.runtime.errors import InterpreterError
 
+        # The interpreter takes a bool argument for a 32-bit array and refuses it (int1);
+        # compiled Triton takes it as an i1. An int of the same value means the same.
+        args = [int(a) if isinstance(a, bool | np.bool_) else a for a in args]
         try:
             self.interp_target[grid](*args, **{**self.interp_defaults, **kwargs})
         except InterpreterError as exc:

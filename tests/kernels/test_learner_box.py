@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -189,3 +190,20 @@ def test_a_kept_gpu_kernel_gives_a_new_box_its_source_before_a_new_variant() -> 
         proc.wait(timeout=30)
     assert Cuda.images == ["vector_add"]  # built once, in the box that got the source
     assert Loaded.launches == 2
+
+
+def test_a_wrong_bfloat16_triton_kernel_in_the_box_is_wrong_not_a_crash(box: BoxClient) -> None:
+    # bfloat16 arrays cross to the box by name (their NumPy type string is a bare "<V2") and
+    # reach the learner's Triton kernel as torch bfloat16 tensors; a bool case parameter
+    # reaches the interpreter as an int.
+    wrong = PROBLEMS / "attention_fwd/solutions/wrong/missing_rescale.triton.py"
+    job = _job(wrong.read_text(), backend="triton", problem="attention_fwd")
+    result = evaluate(job, box=box)
+    assert result.state is RunState.wrong, result.message
+    arena = SharedArena()
+    try:
+        halves = arena.alloc_copy(np.arange(15, dtype=np.float32).astype(ml_dtypes.bfloat16))
+        where = arena.locate(halves)
+        assert where["dtype"] == "bfloat16"
+    finally:
+        arena.close()
