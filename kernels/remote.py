@@ -228,7 +228,10 @@ class ArtifactKernel(CompiledKernel):
         shape = _launch_shape(args, spec)
         kernel = self._by_launch.get(shape)
         if kernel is None:
-            variant = variant_of(self.backend.key, args, spec)
+            # A backend told the problem's types (the CuTe DSL: bfloat16 arrays reach it as
+            # their bits) builds for those, not for what the arrays hold.
+            hint = getattr(self.backend, "variant_hint", None)
+            variant = hint if hint is not None else variant_of(self.backend.key, args, spec)
             kernel = self._loaded.get(variant.key())
             if kernel is None:
                 kernel = self._loaded[variant.key()] = self._build(variant)

@@ -1,10 +1,11 @@
 // kplay: grid=(ceil_div(seq,64),batch*heads) block=128 smem=640*(dim+8)
-// WRONG ON PURPOSE: flash_v1_mma.cu with one __syncthreads() removed, the one at the end
-// of each key/value tile. The copies into a buffer are issued at the top of the next
-// iteration, so a warp that runs ahead overwrites K and V of tile t with tile t + 2 while
-// another warp still multiplies tile t. A race: some launches give the right answer,
-// others mix two tiles' keys into one row's softmax; it shows as a wrong element, or as
-// two launches of the same case that disagree. It needs a GPU to show at all.
+// WRONG ON PURPOSE: flash_v1_mma.cu with one __syncthreads() removed: the one between
+// waiting for a key/value tile's copies and reading the tile. Each thread's
+// cp.async.wait_group covers only the copies that thread issued, and every warp reads rows
+// that other warps copied, so a warp can multiply rows of K and V that have not arrived:
+// stale data from the tile before, or (on the first tile) whatever shared memory held. A
+// race: it needs a GPU to show, and shows as wrong elements or as two launches of the same
+// case that disagree.
 //
 // Everything else is the correct kernel; its comments explain the design.
 
@@ -155,7 +156,9 @@ __device__ __forceinline__ void attention_tile(const bf16* __restrict__ q,
         }
         cp_async_commit();
         cp_async_wait<1>();  // all but the newest group: tile t (and Q) have landed
-        __syncthreads();
+        // (The barrier that belongs here is missing. cp.async.wait_group waits for this
+        // thread's own copies only; the rows of K and V that other threads copied may not
+        // have landed when this warp's ldmatrix reads them.)
 
         if (t == 0) {
             // A fragment of rows 0-15, k 0-15: matrices (rows 0-7, k 0-7), (rows 8-15,
@@ -259,9 +262,9 @@ __device__ __forceinline__ void attention_tile(const bf16* __restrict__ q,
                 mma_bf16(acc[2 * dp + 1], a, b[2], b[3]);
             }
         }
-        // (The barrier that belongs here is missing: nothing stops a warp that finished
-        // this tile from issuing the copies of tile t + 2 into buffer `buf` while slower
-        // warps are still reading K and V from it.)
+        // Every warp must be done with buffer `buf` before the next iteration's copies
+        // (tile t + 2) are issued into it.
+        __syncthreads();
     }
 
     // Finish the row sums across the quad, normalise, write lse = ln(sum exp(scaled)).
