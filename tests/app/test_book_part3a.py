@@ -1,7 +1,8 @@
 """Part III of the book, chapters 1-3 (profiling, softmax, fused row kernels): they render
 through the app, every cell names a real problem and backend, figures suit both themes, every
-measured number is a placeholder that resolves to a recorded result, and the figures the
-chapters compute from recorded measurements agree with those measurements."""
+placeholder resolves to a recorded result, the figures quoted from bench/RESULTS.md's Part III
+run are that run's, and the figures the chapters compute from recorded measurements agree with
+those measurements."""
 
 from __future__ import annotations
 
@@ -216,3 +217,29 @@ def test_the_fused_rows_chapter_states_the_formats_and_formulas_own_figures(
     svg = (ROOT / "static" / "book" / "p3-03-fusion-bytes.svg").read_text(encoding="utf-8")
     for total in (16, 8, unfused_layernorm):
         assert f">{total} B<" in svg
+
+
+PART3_RUN = "## 2026-12-04 — H200: Part III kernels (attention, softmax, LayerNorm, bias + GELU)"
+
+
+def test_row_kernel_figures_in_the_chapters_are_the_recorded_ones(
+    chapters: dict[str, Chapter],
+) -> None:
+    """The figures chapters 2 and 3 quote from the Part III run are that run's rows."""
+    text = (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    section = text.split(PART3_RUN, 1)[1].split("\n## ", 1)[0]
+    row = re.compile(r"^\| `([\w.]+)`[^|]*\| \w+ \| ([\d.]+) \| (\d+) \| \**([\d.]+)\** \|", re.M)
+    rows = {m[1]: (m[2], m[3], m[4]) for m in row.finditer(section)}
+    softmax = _text(chapters["softmax"])
+    for name in ("softmax_one_read.cu", "softmax_online.cu", "softmax_one_read.triton.py",
+                 "softmax_online.triton.py"):  # fmt: skip
+        _, gbs, share = rows[name]
+        assert re.search(rf"^\| `{re.escape(name)}` \| \w+ \| {gbs} \| {share} \|$", softmax, re.M)
+    fused = " ".join(_text(chapters["fused-rows"]).split())
+    us, _, share = rows["layernorm.cu"]
+    assert f"`layernorm.cu` ran in {us} µs" in fused and f"{share}% of the calibrated" in fused
+    us, _, share = rows["layernorm.triton.py"]
+    assert f"`layernorm.triton.py` in {us} µs, {share}%" in fused
+    for name in ("bias_gelu.cu", "bias_gelu.triton.py"):
+        _, gbs, share = rows[name]
+        assert re.search(rf"`{re.escape(name)}`( ran)? at {gbs} GB/s, {share}%", fused), name

@@ -273,3 +273,36 @@ def test_quoted_code_matches_the_shipped_kernels() -> None:
         "BLOCK_M=128 BLOCK_N=64 HEAD_DIM=dim num_warps=8 num_stages=3",
     ):
         assert quoted in triton_src, f"chapter 6 describes {quoted!r}, not in flash_fa2.triton.py"
+
+
+# --- measured figures the prose quotes ------------------------------------------------------
+
+PART3_RUN = "## 2026-12-04 — H200: Part III kernels (attention, softmax, LayerNorm, bias + GELU)"
+
+
+def _attention_rows() -> dict[tuple[str, str], tuple[str, str, str]]:
+    """(case, kernel) -> (median ms, TFLOP/s, % of SDPA FlashAttention) from the RESULTS.md run."""
+    text = (ROOT / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    section = text.split(PART3_RUN, 1)[1].split("\n## ", 1)[0]
+    row = re.compile(r"^\| (full|causal) \| (`[^`]+`|SDPA [\w-]+)[^|]*\| ([\d.]+) \| \**(\d+)\** "
+                     r"\| \**([\d.]+)\** \|", re.M)  # fmt: skip
+    return {(m[1], m[2].strip("`")): (m[3], m[4], m[5]) for m in row.finditer(section)}
+
+
+def test_attention_timings_in_the_chapters_are_the_recorded_ones() -> None:
+    rows = _attention_rows()
+    ch5 = (ROOT / "book" / "p3" / CH5).read_text(encoding="utf-8")
+    ch6 = (ROOT / "book" / "p3" / CH6).read_text(encoding="utf-8")
+    for kernel in ("flash_v1_mma.cu", "flash_v1_mma_wide.cu"):
+        line = next(ln for ln in ch5.splitlines() if ln.startswith(f"| `{kernel}`,"))
+        for case in ("full", "causal"):
+            ms, tflops, share = rows[case, kernel]
+            assert f"{ms} ms, {tflops} TFLOP/s, {share}%" in line, (kernel, case)
+    for kernel in ("flash_fa2.triton.py", "flash_v1_mma.cu", "flash_v1_mma_wide.cu"):
+        line = next(ln for ln in ch6.splitlines() if ln.startswith(f"| `{kernel}`"))
+        for case in ("full", "causal"):
+            ms, tflops, _ = rows[case, kernel]
+            assert f"{ms} ms, {tflops} TFLOP/s" in line, (kernel, case)
+    fa2, flash = rows["full", "flash_fa2.triton.py"], rows["full", "SDPA FlashAttention"]
+    assert f"{flash[0]} ms, {flash[1]} TFLOP/s" in ch6
+    assert round(float(fa2[2])) == 141 and "141% of SDPA's FlashAttention backend" in ch6
