@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from kplay.kernels import dtypes
 from kplay.kernels.artifact import Artifact
 from kplay.kernels.backends.base import CompiledKernel, KernelError, LaunchSpec
 from kplay.kernels.backends.image_launch import LoadedImage, device_pointer, scalar
@@ -53,6 +54,15 @@ def pack_tensor(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], size
     return raw + bytes(size - len(raw))
 
 
+def _held_as(name: str) -> tuple[str, ...]:
+    """The device array types that hold elements of `name`: itself, and for bfloat16 and
+    float8 the unsigned integers of their bits, as CuPy holds them (kernels.arrays)."""
+    info = dtypes.DTYPES.get(name)
+    if info is not None and info.extension:
+        return (name, dtypes.bits_int(info.storage, unsigned=True).name)
+    return (name,)
+
+
 def pack_params(params: list[dict[str, Any]], args: list[Any]) -> list[bytes]:
     """Each kernel parameter's bytes, from the launch's arrays and scalars."""
     if len(params) != len(args):
@@ -64,7 +74,7 @@ def pack_params(params: list[dict[str, Any]], args: list[Any]) -> list[bytes]:
         if p["kind"] == "tensor":
             if getattr(arg, "ndim", None) != p["ndim"]:
                 raise KernelError(f"argument {p['arg']}: expected a {p['ndim']}-D array")
-            if np.dtype(arg.dtype).name != p["dtype"]:
+            if np.dtype(arg.dtype).name not in _held_as(p["dtype"]):
                 raise KernelError(f"argument {p['arg']}: expected {p['dtype']}, got {arg.dtype}")
             item = np.dtype(arg.dtype).itemsize
             strides = tuple(int(s) // item for s in arg.strides)

@@ -83,6 +83,12 @@ def test_pack_params_checks_each_argument_and_block_points_at_the_bytes() -> Non
         pack_params(params, [DeviceArray(np.zeros(5, np.float32), 0x2000), 1])
     with pytest.raises(KernelError, match="takes 2"):
         pack_params(params, [a])
+    # bfloat16 arrives held as the unsigned integers of its bits (as CuPy holds it); a
+    # float16 array of the same width is still refused.
+    halves = [{"arg": 0, "kind": "tensor", "dtype": "bfloat16", "ndim": 1, "size": 16}]
+    assert pack_params(halves, [DeviceArray(np.zeros(8, np.uint16), 0x3000)])
+    with pytest.raises(KernelError, match="expected bfloat16, got float16"):
+        pack_params(halves, [DeviceArray(np.zeros(8, np.float16), 0x3000)])
 
 
 def test_abi_convention_and_sizes_are_checked() -> None:
