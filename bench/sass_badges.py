@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kplay.kernels.evaluate import evaluate  # noqa: E402
 from kplay.kernels.models import RunJob  # noqa: E402
 from kplay.kernels.problem import backend_for_path  # noqa: E402
-from kplay.kernels.sassfeatures import sass_features  # noqa: E402
+from kplay.kernels.sassfeatures import noted_features, sass_features  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 P = ROOT / "kernels" / "problems"
@@ -88,7 +88,13 @@ def main() -> None:
         if stage and stage.ir:
             views = ", ".join(f"{k} ({v.count(chr(10)) + 1} lines)" for k, v in stage.ir.items())
             print(f"   IR views: {views}")
-        badges = {u.feature.key: u.count for u in sass_features(sass) if u.count}
+        # As the compiler view does: a listing cut at its size limit carries a note on the
+        # whole listing's features, and the badges come from it.
+        noted = noted_features(sass)
+        uses = noted if noted is not None else sass_features(sass)
+        badges = {u.feature.key: u.count for u in uses if u.count}
+        if noted is not None:
+            print("   listing cut at its size limit: badges from its note, raw counts of the cut")
         for key, pattern in RAW.items():
             raw = raw_count(sass, pattern)
             if raw or key in badges:
