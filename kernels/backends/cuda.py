@@ -220,6 +220,8 @@ class CudaBackend(Backend):
         nvrtc_version = cupy.cuda.nvrtc.getVersion()
         include = find_cuda_include(nvrtc_version, _nvcc())
         options = _NVRTC_OPTIONS + include_options(include)
+        if arch[-1] in "af":  # CuPy builds for the device's plain target unless told
+            options += (f"-arch={arch}",)
         compiler = f"nvrtc {nvrtc_version[0]}.{nvrtc_version[1]} ({arch})"
         try:
             module = cupy.RawModule(
