@@ -8,8 +8,8 @@ Runs, one after the other on the same GPU:
 - `bench/attention_fwd.py`: the book's attention kernels (Triton and CUDA C++) through the
   engine, against SDPA's FlashAttention, memory-efficient and cuDNN backends.
 
-Each script prints its own Markdown table; this one prints both under one heading with
-the device, the date and the commit, ready for bench/RESULTS.md, and exits non-zero if
+Each script prints its own Markdown table (and writes its JSON, with the device, to --out);
+this one prints both tables under one heading with the date and the commit, and exits non-zero if
 either failed.
 
     python bench/part3.py [--out DIR]
