@@ -40,6 +40,8 @@ NOT_SERVED = {
     "bench/tune_gpu.py": "a benchmark script of the repository, not part of the installed package",
     "bench/RESULTS.md": "the repository's benchmark notes, not part of the installed package",
     "docs/timing.md": "the repository's documentation, not part of the installed package",
+    "bench/results/gemm_stalls_h200_cacca22.txt": "a recorded profile of the repository's "
+    "benchmarks, not part of the installed package",
 }
 REPO_TOPS = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")}
 MENTION = re.compile(r"^(?P<path>[\w.-]+(?:/[\w.-]+)+)(?::(?P<line>\d+))?$")
