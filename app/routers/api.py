@@ -7,12 +7,13 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException
 from fastapi.responses import Response
 
+from kplay.app.db.models import Run
 from kplay.app.deps import RunsDep, ServicesDep, UserDep
 from kplay.app.localmode import local_runs_only
 from kplay.app.ratelimit import limit_run_starts
 from kplay.app.schemas import ErrorOut, ProblemSummary, RunCreate, RunCreated, RunOut, RunSummary
 from kplay.app.services.problems import problem_summaries, public_problem
-from kplay.app.services.runs import RunInputError, RunNotFound, RunRequest
+from kplay.app.services.runs import RunInputError, RunNotFound, RunRequest, RunService
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorOut, "description": text}
@@ -44,6 +45,17 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: ERRORS[code] for code in codes}
 
 
+def _created(run: Run, runs: RunService) -> RunCreated:
+    """The answer to a new run: where it stands and where to read it."""
+    return RunCreated(
+        id=run.id,
+        state=run.state,
+        detail=run.detail,
+        queue_position=runs.queue_position(run),
+        url=f"/api/v1/runs/{run.id}",
+    )
+
+
 def _input_error(exc: RunInputError) -> HTTPException:
     return HTTPException(status_code=exc.status, detail=exc.message)
 
@@ -73,13 +85,7 @@ def create_run(body: RunCreate, runs: RunsDep, user: UserDep) -> RunCreated:
         run = runs.create(request, user)
     except RunInputError as exc:
         raise _input_error(exc) from None
-    return RunCreated(
-        id=run.id,
-        state=run.state,
-        detail=run.detail,
-        queue_position=runs.queue_position(run),
-        url=f"/api/v1/runs/{run.id}",
-    )
+    return _created(run, runs)
 
 
 @router.post(
@@ -101,13 +107,7 @@ def profile_run(run_id: str, runs: RunsDep, user: UserDep) -> RunCreated:
         raise HTTPException(status_code=404, detail=f"no run {run_id!r}") from None
     except RunInputError as exc:
         raise _input_error(exc) from None
-    return RunCreated(
-        id=run.id,
-        state=run.state,
-        detail=run.detail,
-        queue_position=runs.queue_position(run),
-        url=f"/api/v1/runs/{run.id}",
-    )
+    return _created(run, runs)
 
 
 @router.get(
