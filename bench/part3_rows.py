@@ -28,6 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 RESULTS = ROOT / "bench" / "results"
 
+from bench.part1_common import _r  # noqa: E402
+
 # (row name, problem, correct solution file, backend)
 KERNEL_ROWS: tuple[tuple[str, str, str, str], ...] = (
     ("softmax_one_read_cuda", "softmax", "softmax_one_read.cu", "cuda"),
@@ -70,10 +72,6 @@ HEADERS = (
     "% of copy in this run",
     "floor at the roof (µs, predicted)",
 )
-
-
-def _r(value: float | None, digits: int = 1) -> float | None:
-    return None if value is None else round(value, digits)
 
 
 def benchmark_case(problem: str, backend: str = "cuda") -> tuple[str, dict[str, Any], int]:
