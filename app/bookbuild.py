@@ -1,0 +1,340 @@
+"""The book as files: a static site that needs no server (`kplay book build --html DIR`).
+
+Each chapter is rendered by the app's own `chapter.html`, from the same `Book` (so the
+measured figures are filled in by `app.benchrefs` exactly as the app fills them). Two
+templates are put in front of the app's: a page frame without the server's search, scripts
+and forms, and a kernel cell shown read-only as its starter source, highlighted as the
+chapters' code is, with a link that opens the cell in a running playground. Links the app
+writes from the site root are then made relative, so the pages work from the file system;
+a link to a page only the server has (the source view, the catalog) goes to the playground.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from jinja2 import ChoiceLoader, DictLoader, Environment
+
+from kplay.app.book import Book, Chapter, Part
+from kplay.app.bookmd import CellSpec, highlight_code
+from kplay.app.render import STATIC_DIR, make_templates
+from kplay.app.services.problems import backend_title, editor_language
+from kplay.app.services.views import BOOK_TITLE
+from kplay.kernels.problem import ProblemSpec
+
+DEFAULT_PLAYGROUND = "http://127.0.0.1:8000"
+# Copied whole into every site: the page styles, the fonts, the figures, the theme switch.
+SITE_FILES = ("favicon.svg", "js/theme.js", "css/book.css", "css/components.css")
+SITE_FOLDERS = ("fonts", "book")
+
+_ATTR = re.compile(r'(\s(?:href|src)=")(/[^"]*)(")')
+
+
+@dataclass(frozen=True)
+class Edition:
+    """What a built copy says about itself: which book, when, from which commit."""
+
+    title: str
+    date: str
+    commit: str
+    playground: str
+
+    @property
+    def line(self) -> str:
+        return f"Edition of {self.date}, commit {self.commit}"
+
+    @property
+    def identifier(self) -> str:
+        return f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, f'{self.title}/{self.commit}')}"
+
+
+def source_commit(folder: Path) -> str:
+    """The short commit of the checkout holding `folder`, or "unknown" (an installed copy)."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "unknown"
+
+
+def make_edition(
+    book: Book, playground: str, date: str | None = None, commit: str | None = None
+) -> Edition:
+    return Edition(
+        title=BOOK_TITLE,
+        date=date or datetime.now(UTC).date().isoformat(),
+        commit=commit or source_commit(book.book_dir),
+        playground=playground.rstrip("/"),
+    )
+
+
+# ------------------------------------------------------------------ cells and pages
+
+
+@dataclass(frozen=True)
+class StaticCell:
+    """A kernel cell as text: its starter in the cell's own backend, and where to run it."""
+
+    spec: CellSpec
+    problem_title: str
+    backend_title: str
+    lang: str
+    source: str
+    highlighted: str
+    others: list[str]
+    hints: list[str]
+    run_url: str
+
+
+def run_url(playground: str, chapter: Chapter, cell_id: str) -> str:
+    return f"{playground.rstrip('/')}{chapter.url}#cell-{cell_id}"
+
+
+def static_cell(
+    spec: CellSpec, problem: ProblemSpec, chapter: Chapter, playground: str
+) -> StaticCell:
+    source = problem.starter(spec.backend)
+    # The editor's language, named as a chapter's fence would name it (`.cu` files are CUDA).
+    lang = "cuda" if editor_language(spec.backend) == "cpp" else "python"
+    return StaticCell(
+        spec=spec,
+        problem_title=problem.title,
+        backend_title=backend_title(spec.backend),
+        lang=lang,
+        source=source,
+        highlighted=highlight_code(source, lang),
+        others=[backend_title(b) for b in spec.backends if b != spec.backend],
+        hints=list(problem.hints),
+        run_url=run_url(playground, chapter, spec.id),
+    )
+
+
+@dataclass(frozen=True)
+class StaticChapterPage:
+    """The fields of the app's ChapterPage that chapter.html reads, cells made static."""
+
+    title: str
+    chapter: Chapter
+    previous: Chapter | None
+    next: Chapter | None
+    segments: list[str | StaticCell]
+
+
+def chapter_page(
+    book: Book, problems: Mapping[str, ProblemSpec], chapter: Chapter, playground: str
+) -> StaticChapterPage:
+    before, after = book.neighbours(chapter.slug)
+    segments: list[str | StaticCell] = []
+    for seg in chapter.segments:
+        if not isinstance(seg, str):
+            seg = static_cell(seg, problems[seg.problem], chapter, playground)
+        segments.append(seg)
+    return StaticChapterPage(chapter.title, chapter, before, after, segments)
+
+
+CELL = """{% set cid = cell.spec.id %}
+<section class="kcell kcell-static" id="cell-{{ cid }}" aria-labelledby="cell-{{ cid }}-title">
+  <header class="kcell-head">
+    <div class="kcell-heading">
+      <p class="kcell-kicker">Kernel · {{ cell.problem_title }}</p>
+      <h3 class="kcell-title" id="cell-{{ cid }}-title">
+        {{- cell.spec.title or cell.problem_title -}}
+      </h3>
+    </div>
+  </header>
+  <div class="kcell-panel">
+    <div class="code-block" data-lang="{{ cell.lang }}">
+      <span class="code-lang">{{ cell.backend_title }}</span>
+      <pre><code>{{ cell.highlighted | safe }}</code></pre>
+    </div>
+    <p class="kcell-online">
+      <a class="btn btn-run kcell-run-online" href="{{ cell.run_url }}">Run this online</a>
+      {% if cell.others %}
+      <span class="kcell-also">Also offered there in {{ cell.others | join(', ') }}.</span>
+      {% endif %}
+    </p>
+  </div>
+  {% if cell.hints %}
+  <details class="kcell-hints">
+    <summary>Hints <span class="count">{{ cell.hints | length }}</span></summary>
+    <ol>{% for hint in cell.hints %}<li>{{ hint }}</li>{% endfor %}</ol>
+  </details>
+  {% endif %}
+</section>
+"""
+
+BASE = """<!doctype html>
+<html lang="en" data-theme="light">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{% block title %}{{ page.title }}{% endblock %} · Writing Kernels with AI</title>
+<meta name="description"
+  content="{% block description %}{{ edition.title }}, {{ edition.line }}.{% endblock %}">
+<meta name="color-scheme" content="light dark">
+<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
+<script src="/static/js/theme.js"></script>
+<link rel="stylesheet" href="/static/fonts/fonts.css">
+<link rel="stylesheet" href="/static/css/book.css">
+<link rel="stylesheet" href="/static/css/components.css">
+</head>
+<body class="{% block body_class %}{% endblock %}">
+<a class="skip-link" href="#main">Skip to the text</a>
+<header class="site-header">
+  <a class="brand" href="/"><span class="brand-mark" aria-hidden="true">⌁</span>
+    Writing Kernels with AI</a>
+  <nav class="site-nav" aria-label="Site">
+    <a href="/">Contents</a>
+    <a href="{{ edition.playground }}/">Playground</a>
+  </nav>
+</header>
+<main id="main" tabindex="-1">
+{% block main %}{% endblock %}
+</main>
+<footer class="site-footer">
+  <p>{{ edition.title }} · {{ edition.line }} · the kernels run in the playground at
+  <a href="{{ edition.playground }}/">{{ edition.playground }}</a></p>
+</footer>
+</body>
+</html>
+"""
+
+INDEX = """{% extends "base.html" %}
+{% block title %}Contents{% endblock %}
+{% block body_class %}page-toc{% endblock %}
+{% block main %}
+<div class="toc">
+  <header class="toc-hero">
+    <p class="eyebrow">{{ edition.line }}</p>
+    <h1>{{ page.title }}</h1>
+    <p class="lede">From the CPU to AI-written kernels. Each kernel cell shows its starter
+    source here; its “Run this online” link opens it in the playground, where it can be edited,
+    compiled, checked against a reference, timed and placed on the roofline.</p>
+  </header>
+  {% for part in page.parts %}
+  <section class="toc-part" aria-labelledby="part-{{ part.number }}">
+    <h2 id="part-{{ part.number }}">
+      <span class="part-no">Part {{ part.number | roman }}</span> {{ part.title }}
+    </h2>
+    <ol class="toc-chapters">
+      {% for ch in part.chapters %}
+      <li>
+        <a class="toc-link" href="{{ ch.url }}">
+          {% if ch.number %}<span class="ch-no">{{ ch.number }}</span>{% endif %}
+          <span class="ch-title">{{ ch.title }}</span>
+        </a>
+        {% if ch.summary %}<p class="ch-summary">{{ ch.summary }}</p>{% endif %}
+      </li>
+      {% endfor %}
+    </ol>
+  </section>
+  {% endfor %}
+</div>
+{% endblock %}
+"""
+
+
+@dataclass(frozen=True)
+class ContentsPage:
+    title: str
+    parts: list[Part]
+
+
+def environment(overrides: Mapping[str, str]) -> Environment:
+    """The app's template environment (filters, globals) with `overrides` found first."""
+    env = make_templates().env
+    env.loader = ChoiceLoader([DictLoader(dict(overrides)), env.loader])  # type: ignore[list-item]
+    return env
+
+
+# ------------------------------------------------------------------ links
+
+
+class Links:
+    """Turns the app's root-relative links into a built copy's: a chapter's file, the
+    contents page, a copied static file (remembered in `used`), or the playground."""
+
+    def __init__(self, book: Book, playground: str, chapter_file: str, index_file: str) -> None:
+        self.by_slug = book.index().by_slug
+        self.playground = playground.rstrip("/")
+        self.chapter_file = chapter_file  # a format string of part_dir and slug
+        self.index_file = index_file
+        self.used: set[str] = set()
+
+    def target(self, url: str) -> str:
+        path, hash_, fragment = url.partition("#")
+        path = path.partition("?")[0]
+        tail = f"#{fragment}" if hash_ else ""
+        if path == "/":
+            return self.index_file + tail
+        if path.startswith("/static/") and (STATIC_DIR / path[len("/static/") :]).is_file():
+            name = path[len("/static/") :]
+            self.used.add(name)
+            return f"static/{name}{tail}"
+        found = re.fullmatch(r"/book/(?:p\d+/)?([a-z0-9-]+)", path)
+        chapter = self.by_slug.get(found.group(1)) if found else None
+        if chapter is not None:
+            return self.chapter_file.format(part_dir=chapter.part_dir, slug=chapter.slug) + tail
+        return self.playground + url
+
+    def rewrite(self, html: str, prefix: str) -> str:
+        """`html` with every href and src from the root made relative to a page `prefix`
+        folders deep (a link into the playground stays absolute)."""
+
+        def one(m: re.Match[str]) -> str:
+            target = self.target(m.group(2))
+            if "://" not in target:
+                target = prefix + target
+            return m.group(1) + target + m.group(3)
+
+        return _ATTR.sub(one, html)
+
+
+# ------------------------------------------------------------------ the site
+
+
+def copy_static(names: set[str] | list[str], dest: Path) -> None:
+    for name in sorted(names):
+        target = dest / "static" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(STATIC_DIR / name, target)
+
+
+def build_site(
+    book: Book, problems: Mapping[str, ProblemSpec], dest: Path, edition: Edition
+) -> list[Path]:
+    """Writes the site to `dest` (index.html, p<N>/<slug>.html, static/); returns the pages."""
+    dest = Path(dest)
+    env = environment({"base.html": BASE, "fragments/cell.html": CELL, "static_index.html": INDEX})
+    links = Links(book, edition.playground, "{part_dir}/{slug}.html", "index.html")
+    pages: list[Path] = []
+    chapters = book.chapters()
+    for chapter in chapters:
+        page = chapter_page(book, problems, chapter, edition.playground)
+        html = env.get_template("chapter.html").render(page=page, edition=edition)
+        path = dest / chapter.part_dir / f"{chapter.slug}.html"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(links.rewrite(html, "../"), encoding="utf-8")
+        pages.append(path)
+    contents = ContentsPage(edition.title, book.parts())
+    html = env.get_template("static_index.html").render(page=contents, edition=edition)
+    index = dest / "index.html"
+    index.parent.mkdir(parents=True, exist_ok=True)
+    index.write_text(links.rewrite(html, ""), encoding="utf-8")
+    folders = [p.relative_to(STATIC_DIR) for f in SITE_FOLDERS for p in (STATIC_DIR / f).rglob("*")]
+    whole = {str(p) for p in folders if (STATIC_DIR / p).is_file() and p.suffix != ".py"}
+    copy_static(links.used | set(SITE_FILES) | whole, dest)
+    return [index, *pages]
