@@ -267,11 +267,19 @@ class Links:
     """Turns the app's root-relative links into a built copy's: a chapter's file, the
     contents page, a copied static file (remembered in `used`), or the playground."""
 
-    def __init__(self, book: Book, playground: str, chapter_file: str, index_file: str) -> None:
+    def __init__(
+        self,
+        book: Book,
+        playground: str,
+        chapter_file: str,
+        index_file: str,
+        index_anchors: bool = True,
+    ) -> None:
         self.by_slug = book.index().by_slug
         self.playground = playground.rstrip("/")
         self.chapter_file = chapter_file  # a format string of part_dir and slug
         self.index_file = index_file
+        self.index_anchors = index_anchors  # False: the contents page has no part anchors
         self.used: set[str] = set()
 
     def target(self, url: str) -> str:
@@ -279,7 +287,7 @@ class Links:
         path = path.partition("?")[0]
         tail = f"#{fragment}" if hash_ else ""
         if path == "/":
-            return self.index_file + tail
+            return self.index_file + (tail if self.index_anchors else "")
         if path.startswith("/static/") and (STATIC_DIR / path[len("/static/") :]).is_file():
             name = path[len("/static/") :]
             self.used.add(name)
