@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib.util import find_spec
 from pathlib import Path
 
 from jinja2 import ChoiceLoader, DictLoader, Environment
@@ -346,3 +347,33 @@ def build_site(
     whole = {str(p) for p in folders if (STATIC_DIR / p).is_file() and p.suffix != ".py"}
     copy_static(links.used | set(SITE_FILES) | whole, dest)
     return [index, *pages]
+
+
+def build_book(
+    html: Path | None,
+    epub: Path | None,
+    playground: str = DEFAULT_PLAYGROUND,
+    date: str | None = None,
+    commit: str | None = None,
+) -> list[str]:
+    """`kplay book build`: the configured book (settings book_dir, results_dir) as a site in
+    `html` and/or an EPUB file `epub`; returns what was written, a line each. A broken chapter
+    or problem raises its BookError or ProblemLoadError (both ValueErrors)."""
+    from kplay.config import Settings
+    from kplay.kernels.catalog import load_catalog
+
+    if epub is not None and find_spec("ebooklib") is None:
+        raise ValueError("an EPUB needs ebooklib: pip install 'kernel-playground[book]'")
+    settings = Settings()
+    catalog = load_catalog()
+    book = Book(settings.book_dir, catalog, settings.results_dir)
+    edition = make_edition(book, playground, date, commit)
+    done = []
+    if html is not None:
+        pages = build_site(book, catalog, html, edition)
+        done.append(f"site: {len(pages)} pages in {html} (open {html / 'index.html'})")
+    if epub is not None:
+        from kplay.app.bookepub import build_epub
+
+        done.append(f"EPUB: {build_epub(book, catalog, epub, edition)}")
+    return done

@@ -1,5 +1,5 @@
-"""`kplay`: the terminal front door: run, problems, check-problem, calibrate, config, serve
-and worker."""
+"""`kplay`: the terminal front door: run, problems, check-problem, calibrate, config, serve,
+worker and book."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import sys
+from datetime import date
 from pathlib import Path
 
 from kplay.app import format as fmt
@@ -292,6 +293,21 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return worker_main(args)
 
 
+def cmd_book(args: argparse.Namespace) -> int:
+    from kplay.app.bookbuild import build_book
+
+    if not (args.html or args.epub):
+        return _fail("book build: give --html DIR, --epub FILE, or both")
+    html, epub = (Path(p) if p else None for p in (args.html, args.epub))
+    try:
+        when = args.date.isoformat() if args.date else None
+        done = build_book(html, epub, args.playground_url, when, args.commit)
+    except (ValueError, OSError) as exc:  # a broken chapter or problem, an unwritable path
+        return _fail(str(exc))
+    print("\n".join(done))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kplay", description="Kernel Playground")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -348,6 +364,15 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--gpus", help="comma-separated device ids (default: all)")
     worker.add_argument("--cpu-only", action="store_true")
     worker.set_defaults(func=cmd_worker)
+    book = sub.add_parser("book", help="the book as files")
+    book = book.add_subparsers(dest="book_command", required=True)
+    build = book.add_parser("build", help="a static site (--html) and/or an EPUB 3 (--epub)")
+    build.add_argument("--html", metavar="DIR", help="write the static site into DIR")
+    build.add_argument("--epub", metavar="FILE", help="write the EPUB 3 file FILE")
+    build.add_argument("--playground-url", default="http://127.0.0.1:8000", metavar="URL")
+    build.add_argument("--date", type=date.fromisoformat, help="YYYY-MM-DD (default: today)")
+    build.add_argument("--commit", help="the commit the edition names (default: git's HEAD)")
+    build.set_defaults(func=cmd_book)
     return parser
 
 
