@@ -56,19 +56,26 @@ class Edition:
         return f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, f'{self.title}/{self.commit}')}"
 
 
-def source_commit(folder: Path) -> str:
-    """The short commit of the checkout holding `folder`, or "unknown" (an installed copy)."""
+def _git(folder: Path, *args: str) -> str:
     try:
         done = subprocess.run(
-            ["git", "-C", str(folder), "rev-parse", "--short=12", "HEAD"],
+            ["git", "-C", str(folder), *args],
             capture_output=True,
             text=True,
             timeout=10,
             check=False,
         )
     except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def source_commit(folder: Path) -> str:
+    """The short commit of the checkout whose files `folder` holds, or "unknown" (an installed
+    copy, even one in a virtual environment inside some other checkout)."""
+    if not _git(folder, "ls-files", "--", "."):
         return "unknown"
-    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "unknown"
+    return _git(folder, "rev-parse", "--short=12", "HEAD") or "unknown"
 
 
 def make_edition(

@@ -264,3 +264,25 @@ def test_links_between_chapters_and_figures_of_a_small_book(tmp_path: Path) -> N
 def test_book_build_without_an_output_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["book", "build"]) == 2
     assert "give --html DIR, --epub FILE, or both" in capsys.readouterr().err
+
+
+def test_an_epub_without_ebooklib_says_which_extra_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("kplay.app.bookbuild.find_spec", lambda name: None)
+    assert main(["book", "build", "--epub", str(tmp_path / "b.epub")]) == 2
+    assert "pip install 'kernel-playground[book]'" in capsys.readouterr().err
+    assert not (tmp_path / "b.epub").exists()
+
+
+def test_the_edition_names_the_checkouts_commit_only_for_tracked_files(tmp_path: Path) -> None:
+    from kplay.app.bookbuild import source_commit
+
+    root = Path(__file__).resolve().parents[2]
+    head = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    if not head:
+        pytest.skip("not a git checkout")
+    assert head.startswith(source_commit(root / "book")) and len(source_commit(root / "book")) == 12
+    assert source_commit(tmp_path) == "unknown"
