@@ -32,7 +32,7 @@ from kplay.kernels.problem import ProblemSpec
 
 DEFAULT_PLAYGROUND = "http://127.0.0.1:8000"
 # Copied whole into every site: the page styles, the fonts, the figures, the theme switch.
-SITE_FILES = ("favicon.svg", "js/theme.js", "css/book.css", "css/components.css")
+SITE_FILES = ("favicon.svg", "js/theme.js", "css/book.css", "css/components.css", "css/catalog.css")
 SITE_FOLDERS = ("fonts", "book")
 
 _ATTR = re.compile(r'(\s(?:href|src)=")(/[^"]*)(")')
@@ -198,6 +198,7 @@ BASE = """<!doctype html>
 <link rel="stylesheet" href="/static/fonts/fonts.css">
 <link rel="stylesheet" href="/static/css/book.css">
 <link rel="stylesheet" href="/static/css/components.css">
+{% block head %}{% endblock %}
 </head>
 <body class="{% block body_class %}{% endblock %}">
 <a class="skip-link" href="#main">Skip to the text</a>
@@ -223,6 +224,7 @@ BASE = """<!doctype html>
 INDEX = """{% extends "base.html" %}
 {% block title %}Contents{% endblock %}
 {% block body_class %}page-toc{% endblock %}
+{% block head %}<link rel="stylesheet" href="/static/css/catalog.css">{% endblock %}
 {% block main %}
 <div class="toc">
   <header class="toc-hero">
@@ -245,6 +247,15 @@ INDEX = """{% extends "base.html" %}
           <span class="ch-title">{{ ch.title }}</span>
         </a>
         {% if ch.summary %}<p class="ch-summary">{{ ch.summary }}</p>{% endif %}
+        {% if ch.cells %}
+        <ul class="ch-cells" aria-label="Kernel cells of {{ ch.title }}">
+          {% for cell in ch.cells %}
+          <li><a href="{{ ch.url }}#cell-{{ cell.id }}">
+            {{- cell.title or catalog[cell.problem].title -}}
+          </a></li>
+          {% endfor %}
+        </ul>
+        {% endif %}
       </li>
       {% endfor %}
     </ol>
@@ -346,7 +357,8 @@ def build_site(
         path.write_text(links.rewrite(html, "../"), encoding="utf-8")
         pages.append(path)
     contents = ContentsPage(edition.title, book.parts())
-    html = env.get_template("static_index.html").render(page=contents, edition=edition)
+    index_page = env.get_template("static_index.html")
+    html = index_page.render(page=contents, edition=edition, catalog=problems)
     index = dest / "index.html"
     index.parent.mkdir(parents=True, exist_ok=True)
     index.write_text(links.rewrite(html, ""), encoding="utf-8")
