@@ -15,7 +15,7 @@ from kplay.app import format as fmt
 from kplay.app.contexts import ErrorPage
 from kplay.app.deps import Services
 from kplay.app.localmode import banner
-from kplay.app.services.profilecard import line_reasons
+from kplay.kernels.ncuprofile import line_reasons
 from kplay.resources import data_dir
 
 TEMPLATES_DIR = data_dir("templates")

@@ -124,6 +124,24 @@ def _numpy_dtype(torch_dtype: Any) -> np.dtype | None:
     return None
 
 
+def torch_view(torch: Any, arr: np.ndarray) -> Any:
+    """A torch tensor sharing `arr`'s memory; an ml_dtypes array (which torch.from_numpy
+    refuses) goes through its bits, then is viewed as torch's own type."""
+    if _is_extension(arr.dtype):
+        bits = torch.from_numpy(arr.view(bits_dtype(arr.dtype)))
+        return bits.view(_torch_dtype(torch, arr.dtype))
+    return torch.from_numpy(arr)
+
+
+def numpy_view(torch: Any, tensor: Any) -> np.ndarray:
+    """A NumPy view of a CPU tensor: bfloat16 and float8 through their bits."""
+    storage = _numpy_dtype(tensor.dtype)
+    if storage is not None:
+        ints = getattr(torch, bits_dtype(storage).name)
+        return tensor.view(ints).numpy().view(storage)
+    return tensor.numpy()
+
+
 def _bits_fill(value: Any, dtype: np.dtype | None) -> tuple[np.dtype, int] | None:
     """(integer type, bits) for a fill value whose bits must be written as they are: a
     marked NaN, or a bool's fill byte (a uint8 scalar filling a bool array)."""
@@ -172,20 +190,10 @@ class ArrayOps:
         return tensor.cuda() if self.kind is ArrayKind.torch_cuda else tensor
 
     def _tensor(self, arr: np.ndarray) -> Any:
-        """A torch tensor sharing `arr`'s memory; an ml_dtypes array (which torch.from_numpy
-        refuses) goes through its bits, then is viewed as torch's own type."""
-        if _is_extension(arr.dtype):
-            bits = self._torch.from_numpy(arr.view(bits_dtype(arr.dtype)))
-            return bits.view(_torch_dtype(self._torch, arr.dtype))
-        return self._torch.from_numpy(arr)
+        return torch_view(self._torch, arr)
 
     def _numpy_of(self, tensor: Any) -> np.ndarray:
-        """A NumPy view of a CPU tensor: bfloat16 and float8 through their bits."""
-        storage = _numpy_dtype(tensor.dtype)
-        if storage is not None:
-            ints = getattr(self._torch, bits_dtype(storage).name)
-            return tensor.view(ints).numpy().view(storage)
-        return tensor.numpy()
+        return numpy_view(self._torch, tensor)
 
     def _from_cupy(self, arr: Any) -> Any:
         """A device-to-device copy of a CuPy array, as the backend's kind."""

@@ -150,13 +150,9 @@ class _Box:
         if self.torch:
             import torch
 
-            from kplay.kernels import dtypes
+            from kplay.kernels.arrays import torch_view
 
-            info = dtypes.of_storage(array.dtype)
-            if info is not None and info.extension:  # bfloat16, float8: through their bits
-                bits = torch.from_numpy(array.view(dtypes.bits_int(array.dtype)))
-                return bits.view(getattr(torch, info.torch))
-            return torch.from_numpy(array)
+            return torch_view(torch, array)  # bfloat16 and float8 through their bits
         return array
 
     def _build(self, message: dict[str, Any]) -> dict[str, Any]:

@@ -244,6 +244,14 @@ def read_profile(details: str, raw: str, source: str) -> Profile:
     )
 
 
+def line_reasons(line: Any, top: int | None = 3) -> str:
+    """A line's largest stall reasons with their shares of its samples: "barrier 61%, ...".
+    `line`: a LineStalls, or the result's StallLine (both have `samples` and `stalls`)."""
+    items = list(line.stalls.items())[:top]
+    words = [f"{r.replace('_', ' ')} {100 * n / line.samples:.0f}%" for r, n in items]
+    return ", ".join(words) if line.samples else ""
+
+
 def stall_table(profile: Profile, source: str, top: int = 8) -> list[str]:
     """The learner's lines ranked by stall samples, as text: `line  share  reasons  code`."""
     code = source.splitlines()
@@ -251,7 +259,7 @@ def stall_table(profile: Profile, source: str, top: int = 8) -> list[str]:
     out = []
     for entry in profile.lines[:top]:
         text = code[entry.line - 1].strip() if 0 < entry.line <= len(code) else ""
-        reasons = ", ".join(f"{r} {100 * n / entry.samples:.0f}%" for r, n in entry.stalls.items())
+        reasons = line_reasons(entry, top=None)
         out.append(
             f"{entry.line:>5}  {100 * entry.samples / total:5.1f}%  {reasons[:60]:<60}  {text}"
         )

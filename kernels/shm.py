@@ -93,7 +93,11 @@ class SharedArena:
     def locate(self, array: Any) -> dict[str, Any]:
         """Where a NumPy array or a CPU torch tensor of this arena lives."""
         if hasattr(array, "data_ptr"):  # torch: the same memory seen through NumPy
-            array = _numpy_view(array)
+            import torch
+
+            from kplay.kernels.arrays import numpy_view
+
+            array = numpy_view(torch, array)
         address = int(array.__array_interface__["data"][0])
         pos = bisect.bisect_right(self._starts, (address, 1 << 62)) - 1
         if pos < 0:
@@ -147,19 +151,6 @@ class MappedSegments:
             offset=int(where["offset"]),
             strides=tuple(where["strides"]),
         )
-
-
-def _numpy_view(tensor: Any) -> Any:
-    """A CPU torch tensor as NumPy sees the same memory; bfloat16 and float8 through their
-    bits, as ml_dtypes' types (torch's `.numpy()` refuses them)."""
-    from kplay.kernels.arrays import _numpy_dtype, bits_dtype
-
-    storage = _numpy_dtype(tensor.dtype)
-    if storage is None:
-        return tensor.numpy()
-    import torch
-
-    return tensor.view(getattr(torch, bits_dtype(storage).name)).numpy().view(storage)
 
 
 def _dtype_name(dtype: np.dtype) -> str:

@@ -184,12 +184,9 @@ def _profile(args: argparse.Namespace, path: Path, source: str) -> int:
     return 0
 
 
-# What Nsight Compute sets in the environment to follow a program into its children.
-_PROFILER_ENV = ("LD_PRELOAD", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "NV_")
-
-
 def _run_isolated(job, timeout: float, quiet: bool, profiled: bool = False):  # type: ignore[no-untyped-def]
     from kplay.workers.limits import Limits
+    from kplay.workers.profilebox import PROFILER_ENV
     from kplay.workers.runner import WorkerPool
 
     def progress(event) -> None:  # type: ignore[no-untyped-def]
@@ -199,7 +196,7 @@ def _run_isolated(job, timeout: float, quiet: bool, profiled: bool = False):  # 
                 file=sys.stderr,
             )
 
-    passed = [n for n in os.environ if profiled and n.startswith(_PROFILER_ENV)]
+    passed = [n for n in os.environ if profiled and n.startswith(PROFILER_ENV)]
     limits = Limits(wall_timeout_s=timeout, pass_env=passed)
     pool = WorkerPool(size=1, limits=limits, warm=False)
     try:

@@ -87,13 +87,3 @@ def profile_view(run_id: str, stage: ProfileStage, read_only: bool = False) -> P
     if stage.seconds:
         view.seconds = f"{stage.seconds:.1f} s"
     return view
-
-
-def line_reasons(line: StallLine, top: int = 3) -> str:
-    """`line`'s largest stall reasons with their shares: "barrier 61%, not selected 23%"."""
-    parts = [
-        f"{reason.replace('_', ' ')} {100 * n / line.samples:.0f}%"
-        for reason, n in list(line.stalls.items())[:top]
-        if line.samples
-    ]
-    return ", ".join(parts)

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from kplay.kernels import dtypes
+from kplay.kernels.arrays import _on_device
 from kplay.kernels.artifact import Artifact
 from kplay.kernels.backends.base import CompiledKernel, KernelError, LaunchSpec
 from kplay.kernels.backends.image_launch import LoadedImage, device_pointer, scalar
@@ -58,9 +59,7 @@ def _held_as(name: str) -> tuple[str, ...]:
     """The device array types that hold elements of `name`: itself, and for bfloat16 and
     float8 the unsigned integers of their bits, as CuPy holds them (kernels.arrays)."""
     info = dtypes.DTYPES.get(name)
-    if info is not None and info.extension:
-        return (name, dtypes.bits_int(info.storage, unsigned=True).name)
-    return (name,)
+    return (name, _on_device(info.storage).name) if info is not None else (name,)
 
 
 def pack_params(params: list[dict[str, Any]], args: list[Any]) -> list[bytes]:
