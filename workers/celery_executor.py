@@ -47,8 +47,8 @@ def route(job: RunJob) -> str:
     """The capability queue a job needs: `cpu`, `gpu.any`, `gpu.sm90`, `gpu.<device>`."""
     if job.backend in CPU_BACKENDS:
         return "cpu"
-    if job.mode == "profile":
-        return PROFILE_QUEUE
+    if job.mode == "profile":  # an arch-specific cell's profile needs its own capability
+        return f"{PROFILE_QUEUE}.{job.requires}" if job.requires else PROFILE_QUEUE
     if job.device:
         return f"gpu.{device_kind(job.device)}"
     if job.requires:
@@ -194,7 +194,7 @@ class CeleryExecutor(Executor):
             if offered
             else "no worker is connected"
         )
-        if queue == PROFILE_QUEUE:
+        if queue.startswith(PROFILE_QUEUE):
             raise SubmitRefused(
                 "no worker can take profiles right now: a profile needs a GPU worker on a host "
                 f"with Nsight Compute (ncu); {why}"

@@ -99,7 +99,9 @@ def plan_workers(
 def _gpu_spec(gpu: GpuFacts, host: HostFacts, multi: bool) -> WorkerSpec:
     name = f"gpu{gpu.index}@{host.hostname}"
     # A host with Nsight Compute takes profiles too, one at a time per GPU (workers/profiling).
-    queues = gpu_queues(gpu) + ((PROFILE_QUEUE,) if host.profiler else ())
+    # Profiles of arch-specific cells (sm_90a) wait on the queue of their compute capability.
+    profiles = (PROFILE_QUEUE, f"{PROFILE_QUEUE}.{sm_tag(gpu.compute_capability)}")
+    queues = gpu_queues(gpu) + (profiles if host.profiler else ())
     env = {"CUDA_VISIBLE_DEVICES": str(gpu.index), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     if multi:
         env.update(NO_MULTICAST_ENV)

@@ -60,10 +60,13 @@ def test_profiles_travel_on_their_own_queue_which_only_hosts_with_ncu_serve() ->
     job = RunJob(problem="sgemm", backend="cuda", source="x", mode="profile")
     assert route(job) == PROFILE_QUEUE
     assert route(job.model_copy(update={"mode": "full"})) == "gpu.any"
+    hopper = job.model_copy(update={"requires": "sm90"})  # an arch=sm_90a cell's profile
+    assert route(hopper) == f"{PROFILE_QUEUE}.sm90"
     for has_ncu in (True, False):
         host = HOST.model_copy(update={"profiler": has_ncu})
         queues = [q for spec in plan_workers(host) for q in spec.queues]
         assert (PROFILE_QUEUE in queues) is has_ncu
+        assert (f"{PROFILE_QUEUE}.sm90" in queues) is has_ncu  # HOST's GPU is a 9.0
 
 
 @pytest.mark.gpu
