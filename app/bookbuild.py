@@ -25,7 +25,7 @@ from jinja2 import ChoiceLoader, DictLoader, Environment
 
 from kplay.app.book import Book, Chapter, Part
 from kplay.app.bookmd import CellSpec, highlight_code
-from kplay.app.render import STATIC_DIR, make_templates
+from kplay.app.render import STATIC_DIR, TEMPLATES_DIR, make_templates
 from kplay.app.services.problems import backend_title, editor_language
 from kplay.app.services.views import BOOK_TITLE
 from kplay.kernels.problem import ProblemSpec
@@ -34,6 +34,12 @@ DEFAULT_PLAYGROUND = "http://127.0.0.1:8000"
 # Copied whole into every site: the page styles, the fonts, the figures, the theme switch.
 SITE_FILES = ("favicon.svg", "js/theme.js", "css/book.css", "css/components.css", "css/catalog.css")
 SITE_FOLDERS = ("fonts", "book")
+
+
+def _template(name: str) -> str:
+    """A template of the built copies (templates/bookfiles/), put in front of the app's."""
+    return (TEMPLATES_DIR / "bookfiles" / name).read_text(encoding="utf-8")
+
 
 _ATTR = re.compile(r'(\s(?:href|src)=")(/[^"]*)(")')
 
@@ -153,117 +159,11 @@ def chapter_page(
     return StaticChapterPage(chapter.title, chapter, before, after, segments)
 
 
-CELL = """{% set cid = cell.spec.id %}
-<section class="kcell kcell-static" id="cell-{{ cid }}" aria-labelledby="cell-{{ cid }}-title">
-  <header class="kcell-head">
-    <div class="kcell-heading">
-      <p class="kcell-kicker">Kernel · {{ cell.problem_title }}</p>
-      <h3 class="kcell-title" id="cell-{{ cid }}-title">
-        {{- cell.spec.title or cell.problem_title -}}
-      </h3>
-    </div>
-  </header>
-  <div class="kcell-panel">
-    <div class="code-block" data-lang="{{ cell.lang }}">
-      <span class="code-lang">{{ cell.backend_title }}</span>
-      <pre><code>{{ cell.highlighted | safe }}</code></pre>
-    </div>
-    <p class="kcell-online">
-      <a class="btn btn-run kcell-run-online" href="{{ cell.run_url }}">Run this online</a>
-      {% if cell.others %}
-      <span class="kcell-also">Also offered there in {{ cell.others | join(', ') }}.</span>
-      {% endif %}
-    </p>
-  </div>
-  {% if cell.hints %}
-  <details class="kcell-hints">
-    <summary>Hints <span class="count">{{ cell.hints | length }}</span></summary>
-    <ol>{% for hint in cell.hints %}<li>{{ hint }}</li>{% endfor %}</ol>
-  </details>
-  {% endif %}
-</section>
-"""
+CELL = _template("cell.html")
 
-BASE = """<!doctype html>
-<html lang="en" data-theme="light">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{% block title %}{{ page.title }}{% endblock %} · Writing Kernels with AI</title>
-<meta name="description"
-  content="{% block description %}{{ edition.title }}, {{ edition.line }}.{% endblock %}">
-<meta name="color-scheme" content="light dark">
-<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">
-<script src="/static/js/theme.js"></script>
-<link rel="stylesheet" href="/static/fonts/fonts.css">
-<link rel="stylesheet" href="/static/css/book.css">
-<link rel="stylesheet" href="/static/css/components.css">
-{% block head %}{% endblock %}
-</head>
-<body class="{% block body_class %}{% endblock %}">
-<a class="skip-link" href="#main">Skip to the text</a>
-<header class="site-header">
-  <a class="brand" href="/"><span class="brand-mark" aria-hidden="true">⌁</span>
-    Writing Kernels with AI</a>
-  <nav class="site-nav" aria-label="Site">
-    <a href="/">Contents</a>
-    <a href="{{ edition.playground }}/">Playground</a>
-  </nav>
-</header>
-<main id="main" tabindex="-1">
-{% block main %}{% endblock %}
-</main>
-<footer class="site-footer">
-  <p>{{ edition.title }} · {{ edition.line }} · the kernels run in the playground at
-  <a href="{{ edition.playground }}/">{{ edition.playground }}</a></p>
-</footer>
-</body>
-</html>
-"""
+BASE = _template("base.html")
 
-INDEX = """{% extends "base.html" %}
-{% block title %}Contents{% endblock %}
-{% block body_class %}page-toc{% endblock %}
-{% block head %}<link rel="stylesheet" href="/static/css/catalog.css">{% endblock %}
-{% block main %}
-<div class="toc">
-  <header class="toc-hero">
-    <p class="eyebrow">{{ edition.line }}</p>
-    <h1>{{ page.title }}</h1>
-    <p class="lede">From the CPU to AI-written kernels. Each kernel cell shows its starter
-    source here; its “Run this online” link opens it in the playground, where it can be edited,
-    compiled, checked against a reference, timed and placed on the roofline.</p>
-  </header>
-  {% for part in page.parts %}
-  <section class="toc-part" aria-labelledby="part-{{ part.number }}">
-    <h2 id="part-{{ part.number }}">
-      <span class="part-no">Part {{ part.number | roman }}</span> {{ part.title }}
-    </h2>
-    <ol class="toc-chapters">
-      {% for ch in part.chapters %}
-      <li>
-        <a class="toc-link" href="{{ ch.url }}">
-          {% if ch.number %}<span class="ch-no">{{ ch.number }}</span>{% endif %}
-          <span class="ch-title">{{ ch.title }}</span>
-        </a>
-        {% if ch.summary %}<p class="ch-summary">{{ ch.summary }}</p>{% endif %}
-        {% if ch.cells %}
-        <ul class="ch-cells" aria-label="Kernel cells of {{ ch.title }}">
-          {% for cell in ch.cells %}
-          <li><a href="{{ ch.url }}#cell-{{ cell.id }}">
-            {{- cell.title or catalog[cell.problem].title -}}
-          </a></li>
-          {% endfor %}
-        </ul>
-        {% endif %}
-      </li>
-      {% endfor %}
-    </ol>
-  </section>
-  {% endfor %}
-</div>
-{% endblock %}
-"""
+INDEX = _template("index.html")
 
 
 @dataclass(frozen=True)
