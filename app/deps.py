@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
 
+from kplay.app import accounts
 from kplay.app.book import Book
 from kplay.app.db.session import Database
 from kplay.app.readers import ReaderSessions
@@ -48,10 +49,10 @@ def get_readers(request: Request) -> ReaderSessions:
     return readers
 
 
-def get_user(request: Request, readers: Annotated[ReaderSessions, Depends(get_readers)]) -> str:
-    # Accounts come later; until then each browser (or API client keeping its cookie) is an
-    # anonymous reader of its own, so runs, histories and the per-user cap are per reader.
-    return readers.user(request)
+def get_user(request: Request) -> str:
+    # The account (API token, or signed in on the session) or else the anonymous reader: a
+    # Viewer, which is the owner name runs are stored under and carries the role.
+    return accounts.viewer(request)
 
 
 ServicesDep = Annotated[Services, Depends(get_services)]

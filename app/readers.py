@@ -30,6 +30,8 @@ MAX_AGE_S = 400 * 24 * 3600
 REFRESH_AFTER_S = 7 * 24 * 3600
 SALT = "kplay.reader-session"
 _FIELD = "reader"
+# The account signed in on this session, when one is (app/accounts.py).
+_ACCOUNT = "account"
 
 
 _HEX = frozenset("0123456789abcdef")
@@ -48,8 +50,9 @@ class ReaderSessions:
 
     # ------------------------------------------------------------ reading
 
-    def _verified(self, conn: HTTPConnection) -> tuple[str, float] | None:
-        """(reader id, signing time) of a valid cookie; None when absent, forged or expired."""
+    def _verified(self, conn: HTTPConnection) -> tuple[str, float, int | None] | None:
+        """(reader id, signing time, account) of a valid cookie; None when absent, forged or
+        expired."""
         raw = conn.cookies.get(COOKIE)
         if not raw:
             return None
@@ -62,7 +65,10 @@ class ReaderSessions:
         reader = payload.get(_FIELD) if isinstance(payload, dict) else None
         if not isinstance(reader, str) or not _is_reader_id(reader):
             return None
-        return reader, signed_at.timestamp()
+        account = payload.get(_ACCOUNT)
+        if not isinstance(account, int) or isinstance(account, bool):
+            account = None
+        return reader, signed_at.timestamp(), account
 
     def current(self, conn: HTTPConnection) -> str:
         """This request's reader id, made (and marked to be sent back) when it has none."""
@@ -72,12 +78,27 @@ class ReaderSessions:
             return str(reader)
         found = self._verified(conn)
         if found is None:
-            reader, state.reader_send = secrets.token_hex(16), True
+            reader, state.reader_send, state.account = secrets.token_hex(16), True, None
         else:
-            reader, signed_at = found
+            reader, signed_at, state.account = found
             state.reader_send = time.time() - signed_at > REFRESH_AFTER_S
         state.reader = reader
         return reader
+
+    def account(self, conn: HTTPConnection) -> int | None:
+        """The id of the account this session is signed in to; None for an anonymous one."""
+        self.current(conn)
+        account = getattr(conn.state, "account", None)
+        return account if isinstance(account, int) else None
+
+    def begin(self, conn: HTTPConnection, account: int | None) -> None:
+        """A new session for this browser: a fresh reader id, signed in to `account` (log-in)
+        or to none (log-out). The old id is never reused, so a session id seen before
+        signing in is worth nothing after."""
+        self.current(conn)
+        conn.state.reader = secrets.token_hex(16)
+        conn.state.account = account
+        conn.state.reader_send = True
 
     def user(self, conn: HTTPConnection) -> str:
         """The owner name runs are stored under: the anonymous name and the full reader id."""
@@ -93,13 +114,19 @@ class ReaderSessions:
         carrier = Response()
         carrier.set_cookie(
             COOKIE,
-            self._serializer.dumps({_FIELD: state.reader}),
+            self._serializer.dumps(self._payload(state.reader, getattr(state, "account", None))),
             max_age=MAX_AGE_S,
             httponly=True,
             samesite="lax",
             secure=conn.url.scheme == "https",
         )
         return carrier.headers["set-cookie"]
+
+    @staticmethod
+    def _payload(reader: str, account: int | None) -> dict[str, object]:
+        if account is None:
+            return {_FIELD: reader}
+        return {_FIELD: reader, _ACCOUNT: account}
 
 
 class ReaderCookieMiddleware:

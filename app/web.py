@@ -12,7 +12,7 @@ from __future__ import annotations
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from kplay.app import ratelimit
+from kplay.app import accounts, ratelimit
 from kplay.app.guards import BodyLimitMiddleware, BodyTooLarge, SecurityHeadersMiddleware
 from kplay.app.localmode import LocalRunsOnly
 from kplay.app.readers import ReaderCookieMiddleware, ReaderSessions
@@ -44,9 +44,11 @@ async def _refuse(request: Request, status: int, message: str) -> Response:
 
 def install_guards(app: FastAPI, settings: Settings) -> ReaderSessions:
     """Add the guards to `app`; returns its reader sessions."""
-    readers = ReaderSessions(session_secret(settings), settings.anonymous_user)
+    secret = session_secret(settings)
+    readers = ReaderSessions(secret, settings.anonymous_user)
     app.state.readers = readers
     ratelimit.install(app, settings, readers)
+    accounts.install(app, secret)
 
     @app.exception_handler(ratelimit.RateLimitExceeded)
     async def rate_limited(request: Request, exc: ratelimit.RateLimitExceeded) -> Response:

@@ -1,13 +1,13 @@
 """Who may see a run: the one decision every page, fragment and API answer that shows a run
 (its state, its verdict, its source) goes through, via `RunService.visible`.
 
-Today a run is readable by its owner only, the reader whose signed session started it. A
-request for a run the viewer may not read is answered exactly like one for a run that does
-not exist (404, "no run ..."), so run ids cannot be probed.
+A run is readable by its owner (the account, or the anonymous reader of a signed session,
+that started it) and by an admin. A request for a run the viewer may not read is answered
+exactly like one for a run that does not exist (404, "no run ..."), so run ids cannot be
+probed.
 
-Later, a cohort's instructors will read their learners' runs: that rule belongs here, as a
-second clause of `can_read` (the viewer is an instructor of a cohort the run's owner is in),
-and nowhere else.
+Cohorts come later: a cohort's instructors will read their learners' runs, and that rule
+belongs in `_teaches` below, and nowhere else.
 """
 
 from __future__ import annotations
@@ -16,7 +16,57 @@ import hmac
 
 from kplay.app.db.models import Run
 
+ROLES = ("learner", "instructor", "admin")
+
+
+class Viewer(str):
+    """The owner name runs are stored under (`acct:<id>` for an account, the anonymous
+    reader's name otherwise), carrying who is looking: the account and its role.
+
+    It is a `str`, so everything that stores, counts or lists runs by owner takes it as it
+    took the plain name; only `can_read` looks at the role.
+    """
+
+    account_id: int | None
+    role: str | None
+    email: str | None
+    display_name: str | None
+
+    def __new__(
+        cls,
+        owner: str,
+        account_id: int | None = None,
+        role: str | None = None,
+        email: str | None = None,
+        display_name: str | None = None,
+    ) -> Viewer:
+        viewer = super().__new__(cls, owner)
+        viewer.account_id, viewer.role = account_id, role
+        viewer.email, viewer.display_name = email, display_name
+        return viewer
+
+    @property
+    def signed_in(self) -> bool:
+        return self.account_id is not None
+
+
+def _role(viewer: str) -> str | None:
+    return viewer.role if isinstance(viewer, Viewer) else None
+
+
+def _teaches(viewer: str, owner: str) -> bool:
+    """Whether `viewer` is an instructor of a cohort that `owner` learns in.
+
+    The instructor rule's one place: cohorts do not exist yet, so no one teaches anyone.
+    """
+    return False
+
 
 def can_read(run: Run, viewer: str) -> bool:
-    """Whether `viewer` (an owner name, as runs are stored under) may see `run`."""
-    return hmac.compare_digest(run.user.encode(), viewer.encode())
+    """Whether `viewer` (an owner name, or a Viewer) may see `run`."""
+    if hmac.compare_digest(run.user.encode(), viewer.encode()):
+        return True
+    role = _role(viewer)
+    if role == "admin":
+        return True
+    return role == "instructor" and _teaches(viewer, run.user)
