@@ -157,3 +157,12 @@ def install(app: object, secret: str) -> None:
 def login_limits(request: Request) -> LoginLimits:
     limits: LoginLimits = request.app.state.login_limits
     return limits
+
+
+def account_nav(request: Request) -> dict[str, object]:
+    """Template context of every page: the signed-in account for the site's navigation."""
+    try:
+        found = viewer(request)
+    except (HTTPException, RuntimeError):  # a bad bearer token on an error page; no database
+        found = None
+    return {"nav_accounts": True, "nav_account": found if found and found.signed_in else None}

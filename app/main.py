@@ -20,6 +20,7 @@ from kplay.app.executors import Reconciling, make_executor
 from kplay.app.guards import PublicStaticFiles
 from kplay.app.localmode import LocalMode
 from kplay.app.render import STATIC_DIR, error_page, make_templates
+from kplay.app.routers import accounts as account_routes
 from kplay.app.routers import api, compiler, fleet, live, pages, runs_html, search, source
 from kplay.app.routers import catalog as problem_pages
 from kplay.app.routers import shared as share_routes
@@ -148,6 +149,8 @@ def create_app(
     app.include_router(problem_pages.router)
     app.include_router(share_routes.router)
     app.include_router(share_routes.api_router)
+    app.include_router(account_routes.router)
+    app.include_router(account_routes.api_router)
     _install_handlers(app)
     install_guards(app, settings)
     _install_timing(app)

@@ -12,6 +12,7 @@ from fastapi.responses import Response
 from fastapi.templating import Jinja2Templates
 
 from kplay.app import format as fmt
+from kplay.app.accounts import account_nav
 from kplay.app.contexts import ErrorPage
 from kplay.app.deps import Services
 from kplay.app.localmode import banner
@@ -65,7 +66,9 @@ def roman(number: int) -> str:
 
 def make_templates() -> Jinja2Templates:
     # Every page learns whether the server is in trusted local mode (base.html's note).
-    templates = Jinja2Templates(directory=str(TEMPLATES_DIR), context_processors=[banner])
+    templates = Jinja2Templates(
+        directory=str(TEMPLATES_DIR), context_processors=[banner, account_nav]
+    )
     env = templates.env
     env.globals.update(asset=asset, asset_exists=asset_exists, fmt=fmt, line_reasons=line_reasons)
     env.filters["roman"] = roman

@@ -61,7 +61,7 @@ def check_email(email: str) -> str:
     email = email.strip()
     if not email:
         raise AccountError("email", "enter your e-mail address")
-    if len(email) > MAX_EMAIL or not EMAIL.fullmatch(email):
+    if len(email) > MAX_EMAIL or CONTROL.search(email) or not EMAIL.fullmatch(email):
         raise AccountError("email", f"{email[:60]!r} is not an e-mail address (name@example.org)")
     return email
 
@@ -89,6 +89,11 @@ def check_role(role: str) -> str:
     if role not in ROLES:
         raise AccountError("role", f"unknown role {role!r}; one of {', '.join(ROLES)}")
     return role
+
+
+def public_name(user: User) -> str | None:
+    """The name a public board may show for the account: None when its owner hides it."""
+    return None if user.hide_name else user.display_name
 
 
 def token_hash(token: str) -> str:
@@ -140,7 +145,8 @@ class Accounts:
 
     def authenticate(self, email: str, password: str) -> User | None:
         """The account when e-mail and password match; None otherwise, whichever was wrong."""
-        user = self.by_email(email) if len(email) <= MAX_EMAIL else None
+        plausible = len(email) <= MAX_EMAIL and not CONTROL.search(email)
+        user = self.by_email(email) if plausible else None
         if len(password) > MAX_PASSWORD:
             return None
         try:
