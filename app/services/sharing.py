@@ -56,6 +56,8 @@ def share(runs: RunService, run_id: str, viewer: str) -> str:
     """The run's share token, minted on its first share; only its owner may share it."""
     try:
         run = runs.visible(run_id, viewer)
+        if run.user != viewer:  # an admin reads every run, but only the owner shares one
+            raise RunNotFound(run_id)
     except RunNotFound:
         # Another reader's run is refused like a missing one, so ids cannot be probed.
         raise ShareError(
