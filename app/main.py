@@ -73,7 +73,9 @@ def _install_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if request.url.path.startswith(("/api/", "/static/")) or exc.status_code < 400:
-            return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
+            return JSONResponse(
+                {"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers
+            )
         return error_page(request, request.app.state.services, exc.status_code, str(exc.detail))
 
     @app.exception_handler(BookError)
