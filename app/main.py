@@ -23,6 +23,7 @@ from kplay.app.render import STATIC_DIR, error_page, make_templates
 from kplay.app.routers import accounts as account_routes
 from kplay.app.routers import api, compiler, fleet, live, pages, runs_html, search, source
 from kplay.app.routers import catalog as problem_pages
+from kplay.app.routers import progress as progress_routes
 from kplay.app.routers import shared as share_routes
 from kplay.app.services.live import LiveSink
 from kplay.app.services.reconcile import Reconciler
@@ -153,6 +154,8 @@ def create_app(
     app.include_router(share_routes.api_router)
     app.include_router(account_routes.router)
     app.include_router(account_routes.api_router)
+    app.include_router(progress_routes.router)
+    app.include_router(progress_routes.api_router)
     _install_handlers(app)
     install_guards(app, settings)
     _install_timing(app)

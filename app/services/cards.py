@@ -13,6 +13,7 @@ from kplay.app.services.cardnotes import says_nothing_new, untimed_label
 from kplay.app.services.problems import backend_title
 from kplay.app.services.profilecard import profile_view
 from kplay.app.services.records import is_final
+from kplay.app.services.tiers import tier_line
 from kplay.kernels.models import CompileStage, Resources, RooflineStage, RunResult, RunState
 
 STEPS = (
@@ -103,6 +104,7 @@ class RunCard:
     profile_of: str | None = None
     profile_card: Any = None
     can_profile: bool = False
+    tier: Any = None  # the tier line (app/services/tiers.py), for a problem given to build_card
 
     @property
     def live_label(self) -> str:
@@ -336,8 +338,11 @@ def _system(card: RunCard, result: RunResult) -> None:
     card.system_rows = rows
 
 
-def build_card(run: Run, queue_position: int | None = None, previous: Run | None = None) -> RunCard:
-    """`previous`: the cell's timed run before this one on the same device, for a speedup."""
+def build_card(
+    run: Run, queue_position: int | None = None, previous: Run | None = None, problem: Any = None
+) -> RunCard:
+    """`previous`: the cell's timed run before this one on the same device, for a speedup;
+    `problem`: the run's ProblemSpec, for the tier line."""
     result = parse_result(run) if is_final(run.state) else None
     card = RunCard(
         run_id=run.id,
@@ -367,6 +372,7 @@ def build_card(run: Run, queue_position: int | None = None, previous: Run | None
     card.output_tail = result.output_tail or None
     card.wall = fmt.duration_us(result.wall_ms * 1000) if result.wall_ms else None
     card.profile_of = run.profile_of
+    card.tier = tier_line(problem, result)
     if result.profile is not None:
         card.profile = profile_view(run.id, result.profile)
         card.verdict = "Profiled under Nsight Compute"

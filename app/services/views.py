@@ -39,7 +39,8 @@ def _card(svc: RunService, run: Run, position: int | None, runs: list[Run], tota
             card.wait_s = svc.wait_estimate_s(run)
         # The row was last updated when the run reached its state (or its latest detail).
         return live_card(card, svc.timing_cap_s, age_s(run.updated_at))
-    card = build_card(run, position, previous=hist.previous_timed(run, runs))
+    previous = hist.previous_timed(run, runs)
+    card = build_card(run, position, previous, problem=svc.catalog.get(run.problem))
     card.chart = hist.chart(run, runs, total)
     if card.can_profile:
         latest = svc.profiles_of(run.id, run.user)[:1]
