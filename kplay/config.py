@@ -322,8 +322,8 @@ class WebSettings(WorkerSettings):
     )
     anonymous_user: str = Field(
         default="anonymous",
-        description="Until accounts exist, a run's owner is this name, a dash and the full id "
-        "of the reader's signed session",
+        description="An anonymous reader's runs are owned by this name, a dash and the full id "
+        "of the reader's signed session (an account's runs: acct: and the account's id)",
     )
     stale_after_s: float = Field(
         default=600.0,
