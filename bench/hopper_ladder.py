@@ -170,7 +170,10 @@ def table(rows: dict[str, Any], compile_only: bool) -> str:
         return "yes" if badge in row.get("badges", []) else "no"
 
     if compile_only:
-        head = "| rung | state | registers | HGMMA | UTMALDG | other badges |\n|---|---|---|---|---|---|"
+        head = (
+            "| rung | state | registers | HGMMA | UTMALDG | other badges |"
+            "\n|---|---|---|---|---|---|"
+        )
     else:
         head = (
             "| rung | state | µs | TFLOP/s | cuBLAS µs | % of cuBLAS | HGMMA | UTMALDG |"
@@ -205,7 +208,7 @@ def failures(rows: dict[str, Any], compile_only: bool) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--compile-only", action="store_true",
-                        help="compile every rung through the engine and show its badges")  # fmt: skip
+                        help="compile every rung through the engine; show badges")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("--rungs", help="comma-separated rungs (h1,h4); default all")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
