@@ -3,7 +3,7 @@ chapter, each exercise's state and tier, attempts, first and best kernel times, 
 spent on it, all from one query over the reader's own runs.
 
 State and tier come from `progress.fold`, the same as the contents and the catalog show.
-Time spent is counted from the runs' own timestamps, per exercise: runs less than
+Time spent is counted from the runs' own timestamps, per exercise: runs no more than
 `SESSION_GAP` apart belong to one working session, which lasts from its first run's
 submission to its last run's finish; the exercise's time is the sum of its sessions. Time
 spent reading or editing before a session's first run is not seen, so not counted.
@@ -27,7 +27,7 @@ from kplay.kernels.problem import ProblemSpec
 
 SESSION_GAP = timedelta(minutes=30)
 COUNTED_HOW = (
-    "Time spent adds up your working sessions on each exercise: runs less than 30 minutes "
+    "Time spent adds up your working sessions on each exercise: runs no more than 30 minutes "
     "apart make one session, from the first run's submission to the last run's finish. "
     "Reading and editing before a session's first run are not counted. Attempts count every "
     "run you started, right or wrong; profile runs are not attempts. Kernel times are the "

@@ -15,7 +15,8 @@ from kplay.app.book import Book
 from kplay.app.db.migrate import upgrade
 from kplay.app.db.session import Database
 from kplay.app.main import create_app
-from kplay.app.services.progressview import progress_page, sessions
+from kplay.app.services.progress import Outcome
+from kplay.app.services.progressview import Attempt, progress_page, sessions
 from kplay.app.services.tiers import tier_line
 from kplay.config import Settings
 from kplay.kernels.catalog import load_catalog
@@ -183,7 +184,7 @@ def test_the_nav_links_progress_and_the_page_says_how_time_is_counted(client: Te
     home = client.get("/").text
     assert '<a href="/progress">Progress</a>' in home
     page = client.get("/progress").text
-    assert "less than 30 minutes apart make one session" in page
+    assert "no more than 30 minutes apart make one session" in page
     assert client.get("/api/v1/progress").json()["session_gap_s"] == 1800
 
 
@@ -223,8 +224,17 @@ def test_time_spent_is_split_into_sessions_at_gaps_over_30_minutes(db: Database)
     assert page.attempts == 6 and page.solved == 2
 
 
-def test_no_runs_make_no_session() -> None:
+def test_no_runs_make_no_session_and_a_gap_of_exactly_30_minutes_does_not_split() -> None:
     assert sessions([]) == (0, timedelta())
+    outcome = Outcome(CELL, "vector_add", "wrong", False, None, None)
+
+    def run(start: float, end: float) -> Attempt:
+        return Attempt(outcome, "cuda", at(start), at(end), None, None)
+
+    assert sessions([run(0, 1), run(31, 32)]) == (1, timedelta(minutes=32))
+    assert sessions([run(0, 1), run(31.5, 32)]) == (2, timedelta(minutes=1.5))
+    # A run still in flight (no finish yet) ends its session at its submission.
+    assert sessions([Attempt(outcome, "cuda", at(5), None, None, None)]) == (1, timedelta())
 
 
 def test_progress_page_reads_the_runs_in_one_query(

@@ -70,7 +70,7 @@ def test_run_a_cell_then_read_the_tier_progress_and_the_board(
     row = page.locator(f'tr[data-exercise="{CELL_ID}"]')
     assert row.get_attribute("data-attempts") == "1"
     assert row.locator(".progress-state").get_attribute("data-state") in ("correct", "tier")
-    assert "less than 30 minutes apart make one session" in page.inner_text("[data-counted-how]")
+    assert "no more than 30 minutes apart make one session" in page.inner_text("[data-counted-how]")
     others = page.eval_on_selector_all(
         "tr[data-exercise]", "rows => rows.map(r => r.dataset.attempts)"
     )
