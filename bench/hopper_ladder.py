@@ -40,7 +40,7 @@ SIZES = (4096, 8192)
 # The badges every rung must show, and the ones worth a column.
 REQUIRED = ("HGMMA", "UTMALDG")
 SHOWN = ("HGMMA", "UTMALDG", "setmaxnreg", "cluster barrier", "DSMEM", "local memory")
-CHILD_TIMEOUT_S = 900
+CHILD_TIMEOUT_S = 300
 
 
 def rung_files() -> list[tuple[str, Path]]:
