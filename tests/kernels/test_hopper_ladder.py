@@ -5,7 +5,9 @@ learner's cell is (arch=sm_90a from its launch line), and its SASS must hold wha
 is about: HGMMA and UTMALDG everywhere, USETMAXREG once the warps specialise, a cluster
 barrier, remote arrivals and multicast copies in the cluster rungs, and no spills. The
 launch lines are resolved for every case of the problem and checked against the limits
-the driver enforces. On a GPU (`pytest -m gpu`) each correct rung must pass the check and
+the driver enforces, and each rung's wgmma descriptors are compared with the ones CuTe
+makes for the same shared-memory tiles (built for the host against the CUTLASS headers).
+On a GPU (`pytest -m gpu`) each correct rung must pass the check and
 each wrong one must fail it.
 """
 
@@ -170,3 +172,85 @@ def test_each_rung_is_right_on_a_gpu(name: str) -> None:
 def test_each_wrong_rung_fails_on_a_gpu(name: str) -> None:
     result = evaluate(_job((FOLDER / "wrong" / name).read_text(), mode="check"))
     assert result.state in (RunState.wrong, RunState.runtime_error), result.message
+
+
+DESCRIPTOR_CHECK = r"""
+#include <cute/tensor.hpp>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cutlass/bfloat16.h>
+#include <cstdio>
+#include <cstdint>
+using namespace cute;
+using Elt = cutlass::bfloat16_t;
+KPLAY_HELPERS
+// CuTe's GMMA layouts for the tiles TMA writes (test_cutlass_tma.py checks that these put
+// every element where the 128-byte swizzle of a box does), and CuTe's descriptors of them.
+int main() {
+    alignas(1024) static Elt ring[128 * 64 + 256 * 64];
+    using LA = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<Elt>{}, Shape<_128, _64>{}));
+    using LB = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<Elt>{}, Shape<_256, _64>{},
+                                      Step<_2, _1>{}));
+    Tensor sA = make_tensor(make_smem_ptr(ring), LA{});
+    Tensor sB = make_tensor(make_smem_ptr(ring + 128 * 64), LB{});
+    auto fields = [](uint64_t d) { return d >> 16; };  // all but the start address
+    auto start = [](uint64_t d) { return long((d & 0x3FFF) << 4); };
+    int bad = 0;
+    for (int kk = 0; kk < 4; ++kk) {
+        for (int c = 0; c < 2; ++c) {  // consumer c's 64 rows of a 128-row A tile
+            auto a = local_tile(sA, Shape<_64, _16>{}, make_coord(c, kk));
+            uint64_t want = GMMA::make_gmma_desc<GMMA::Major::K>(a).desc_;
+            uint64_t got = desc_a(c * 8192, kk);
+            long at = (char*)raw_pointer_cast(&a(0, 0)) - (char*)ring;
+            bad += fields(got) != fields(want) || start(got) != at;
+        }
+        auto b = local_tile(sB, Shape<_256, _16>{}, make_coord(0, kk));
+        uint64_t want = GMMA::make_gmma_desc<GMMA::Major::MN>(b).desc_;
+        uint64_t got = desc_b(0, kk);
+        long at = (char*)raw_pointer_cast(&b(0, 0)) - (char*)(ring + 128 * 64);
+        bad += fields(got) != fields(want) || start(got) != at;
+    }
+    printf("%d\n", bad);
+    return 0;
+}
+"""
+
+
+def _descriptor_mismatches(source: str, tmp_path: Path) -> int:
+    """Build the rung's own desc_a / desc_b for the host and compare them with CuTe's."""
+    import subprocess
+
+    from kplay.kernels.backends.cutlass import _nvcc
+    from kplay.kernels.backends.cutlass_build import find_headers
+
+    headers, nvcc = find_headers(), _nvcc()
+    if headers is None or nvcc is None:
+        pytest.skip("needs nvcc and the CUTLASS headers")
+    wanted = ("smem_desc", "desc_a", "desc_b")
+    pieces = []
+    for name in wanted:
+        m = re.search(rf"__device__ __forceinline__ uint64_t {name}\(.*?\n}}\n", source, re.S)
+        assert m, name
+        pieces.append(m[0].replace("__device__ __forceinline__", "inline"))
+    (tmp_path / "check.cu").write_text(DESCRIPTOR_CHECK.replace("KPLAY_HELPERS", "".join(pieces)))
+    cmd = [str(nvcc), "-arch=sm_90a", "-std=c++17", "--expt-relaxed-constexpr",
+           *headers.flags(), "-o", "check", "check.cu"]  # fmt: skip
+    built = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    ran = subprocess.run([str(tmp_path / "check")], capture_output=True, text=True, timeout=60)
+    return int(ran.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_the_wgmma_descriptors_are_cutes_for_the_same_tiles(tmp_path: Path) -> None:
+    sources = {(FOLDER / "correct" / n).read_text() for n in RUNGS}
+    helpers = {
+        s[s.index("__device__ __forceinline__ uint64_t smem_desc") :][:1500] for s in sources
+    }
+    assert len(helpers) == 1  # every rung carries the same descriptor code
+    assert _descriptor_mismatches(next(iter(sources)), tmp_path) == 0
+
+
+@pytest.mark.slow
+def test_the_descriptor_check_sees_swapped_offsets(tmp_path: Path) -> None:
+    source = (FOLDER / "wrong" / "gemm_bf16_h3_b_offsets_swapped.cu").read_text()
+    assert _descriptor_mismatches(source, tmp_path) == 4
