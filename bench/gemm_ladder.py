@@ -96,8 +96,9 @@ def _row_from_result(result: Any) -> dict[str, Any]:
     return row
 
 
-def _time_library(problem_slug: str, cap_s: float) -> dict[str, Any]:
-    """The problem's library baseline on its benchmark case, through the engine's timer."""
+def _time_library(problem_slug: str, cap_s: float, benchmark: str | None = None) -> dict[str, Any]:
+    """The problem's library baseline on its benchmark case (or the one named), through the
+    engine's timer."""
     import cupy
 
     from kplay.kernels import formula, timing
@@ -108,7 +109,7 @@ def _time_library(problem_slug: str, cap_s: float) -> dict[str, Any]:
     from kplay.kernels.perf import benchmark_case
 
     problem = get_problem(problem_slug)
-    case = benchmark_case(problem, "cuda")
+    case = benchmark_case(problem, "cuda", benchmark)
     prepared = prepare(problem, case, ArrayOps(ArrayKind.cupy), case.seed)
     params = dict(case.params)
     stage = timing.time_gpu(

@@ -6,7 +6,9 @@ engine (kernels.evaluate, as bench/gemm_ladder.py does): compiled for sm_90a, ch
 every test case, then timed on the 4096^3 and 8192^3 benchmark cases by the engine's own
 timer (L2 flushed before every rep). The baseline is the problem's own, timed by the
 engine in the same run on the same inputs: cuBLAS through CuPy, cublasGemmEx with bf16
-inputs, an fp32 output and fp32 compute (the kernels' exact contract).
+inputs, an fp32 output and fp32 compute (the kernels' exact contract). cuBLAS is also
+timed alone once per size (rows `cublas@N`), which stands in for a rung's baseline when
+the engine gave none.
 
 Every rung runs in a child process with a time limit, so that a rung that faults (a CUDA
 error poisons its process) or hangs (a wrong phase on an mbarrier) is reported on its
@@ -108,18 +110,34 @@ def _measure_row(path: Path, size: int, cap_s: float) -> dict[str, Any]:
     return row
 
 
-def child(path: Path, size: int | None, cap_s: float) -> int:
-    """Run one rung (one size, or compile only) and print its row as the last line."""
+def _baseline_row(size: int, cap_s: float) -> dict[str, Any]:
+    """cuBLAS alone on the size's benchmark case (bench/gemm_ladder.py's timer helper)."""
+    from bench.gemm_ladder import _time_library
+
+    row = _time_library(PROBLEM, cap_s, f"{size}x{size}x{size}")
+    row["size"] = size
+    return row
+
+
+def child(path: Path | None, size: int | None, cap_s: float) -> int:
+    """Run one rung (one size, or compile only), or cuBLAS alone when no rung is given, and
+    print its row as the last line."""
     try:
-        row = _compile_row(path) if size is None else _measure_row(path, size, cap_s)
+        if path is None:
+            row = _baseline_row(int(size or 0), cap_s)
+        else:
+            row = _compile_row(path) if size is None else _measure_row(path, size, cap_s)
     except Exception as exc:  # noqa: BLE001 - reported on the rung's row, never fatal
         row = {"state": "error", "message": f"{type(exc).__name__}: {exc}"}
     print(json.dumps(row))
     return 0
 
 
-def _run_child(path: Path, size: int | None, cap_s: float, timeout_s: float) -> dict[str, Any]:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(path), "--cap", str(cap_s)]
+def _run_child(
+    path: Path | None, size: int | None, cap_s: float, timeout_s: float
+) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--cap", str(cap_s)]
+    cmd += ["--child", str(path)] if path is not None else ["--child-baseline"]
     if size is not None:
         cmd += ["--child-size", str(size)]
     try:
@@ -136,12 +154,13 @@ def _run_child(path: Path, size: int | None, cap_s: float, timeout_s: float) -> 
 # ------------------------------------------------------------------ the ladder
 
 
-def _finish(row: dict[str, Any], size: int) -> None:
+def _finish(row: dict[str, Any], size: int, cublas_us: float | None) -> None:
+    """TFLOP/s and % of cuBLAS: the engine's same-run baseline, else cuBLAS timed alone."""
     us = row.get("median_us")
     if not us:
         return
     row["tflops"] = round(2.0 * size**3 / (us * 1e-6) / 1e12, 1)
-    base = row.get("engine_baseline_us")
+    base = row.get("engine_baseline_us") or cublas_us
     if base:
         row["cublas_us"] = round(base, 1)
         row["cublas_tflops"] = round(2.0 * size**3 / (base * 1e-6) / 1e12, 1)
@@ -152,6 +171,15 @@ def _finish(row: dict[str, Any], size: int) -> None:
 def run(rungs: list[tuple[str, Path]], sizes: list[int] | None, cap_s: float,
         timeout_s: float, log: Any = print) -> dict[str, Any]:  # fmt: skip
     rows: dict[str, Any] = {}
+    cublas: dict[int, float] = {}
+    for size in sizes or []:
+        log(f"cuBLAS @ {size}^3 ...")
+        row = _run_child(None, size, cap_s, timeout_s)
+        if row.get("median_us"):
+            cublas[size] = row["median_us"]
+        row["badges"] = []
+        _finish(row, size, None)
+        rows[f"cublas@{size}"] = row
     for name, path in rungs:
         if sizes is None:
             log(f"{name}: compiling {path.name} ...")
@@ -160,14 +188,18 @@ def run(rungs: list[tuple[str, Path]], sizes: list[int] | None, cap_s: float,
         for size in sizes:
             log(f"{name} @ {size}^3: {path.name} ...")
             row = _run_child(path, size, cap_s, timeout_s)
-            _finish(row, size)
+            _finish(row, size, cublas.get(size))
             rows[f"{name}@{size}"] = row
+            if row.get("state") == "timeout":  # a hang at one size hangs at the next
+                break
     return rows
 
 
 def table(rows: dict[str, Any], compile_only: bool) -> str:
     def yes(row: dict[str, Any], badge: str) -> str:
-        return "yes" if badge in row.get("badges", []) else "no"
+        if "badges" not in row or row.get("size") and not row["badges"]:
+            return "-"  # cuBLAS, or a rung that never compiled
+        return "yes" if badge in row["badges"] else "no"
 
     if compile_only:
         head = (
@@ -199,6 +231,9 @@ def failures(rows: dict[str, Any], compile_only: bool) -> list[str]:
     """Rungs that did not end as they should: compiled with both badges, or done."""
     bad = []
     for name, row in rows.items():
+        if name.startswith("cublas@"):
+            bad += [] if row.get("median_us") else [name]
+            continue
         want = ("compiled", "done") if compile_only else ("done",)
         if row.get("state") not in want or any(b not in row.get("badges", []) for b in REQUIRED):
             bad.append(name)
@@ -218,8 +253,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds one rung may take before it is reported as hung")  # fmt: skip
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child-size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--child-baseline", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child is not None:
+    if args.child is not None or args.child_baseline:
         return child(args.child, args.child_size, args.cap)
 
     rungs = rung_files()
