@@ -3,9 +3,12 @@
 // for the wrong phase parity: ((kb / 5) & 1) ^ 1, the producer's formula for the empty
 // barrier. A fresh barrier counts the phase before phase 0 as complete, so the first
 // pass over the ring does not wait at all and the wgmmas read stages TMA has not filled
-// yet; every later pass waits for the previous use of the stage and reads data a ring
-// behind. Nothing hangs and nothing warns: the numbers are simply wrong.
-
+// yet; every later pass waits only for the previous use of its stage. Nothing warns: the
+// numbers are simply wrong.
+// This producer is more careful than rung 3's, so that the mistake stays a wrong answer:
+// before it re-arms a stage it also waits for the stage's previous copy to have landed
+// (a consumer that does not wait would otherwise let it arm a barrier whose phase is
+// still open), and it leaves only once its last copies have landed.
 #include <cuda.h>
 #include <stdint.h>
 
@@ -205,12 +208,15 @@ gemm_bf16(const __grid_constant__ CUtensorMap A, const __grid_constant__ CUtenso
             for (int kb = 0; kb < kblocks; ++kb) {
                 const int s = kb % kStages;
                 mbar_wait(&empty[s], ((kb / kStages) & 1) ^ 1);
+                if (kb >= kStages) mbar_wait(&full[s], ((kb / kStages) & 1) ^ 1);
                 uint8_t* st = ring + s * kStageBytes;
                 mbar_arrive_expect_tx(&full[s], kStageBytes);
                 tma_load(st, &A, &full[s], kb * 64, m0);
                 for (int j = 0; j < 4; ++j)
                     tma_load(st + kBytesA + j * 8192, &B, &full[s], n0 + 64 * j, kb * 64);
             }
+            for (int kb = kblocks > kStages ? kblocks - kStages : 0; kb < kblocks; ++kb)
+                mbar_wait(&full[kb % kStages], (kb / kStages) & 1);
         }
         return;
     }
