@@ -254,3 +254,24 @@ def test_the_wgmma_descriptors_are_cutes_for_the_same_tiles(tmp_path: Path) -> N
 def test_the_descriptor_check_sees_swapped_offsets(tmp_path: Path) -> None:
     source = (FOLDER / "wrong" / "gemm_bf16_h3_b_offsets_swapped.cu").read_text()
     assert _descriptor_mismatches(source, tmp_path) == 4
+
+
+@pytest.mark.slow
+def test_the_bench_compile_only_run_passes_for_every_rung(tmp_path: Path) -> None:
+    """The invocation a GPU host starts with: every rung through the engine, one child
+    process each, badges in the table and the JSON, exit status 0."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "ladder.json"
+    script = Path(__file__).resolve().parents[2] / "bench" / "hopper_ladder.py"
+    ran = subprocess.run([sys.executable, str(script), "--compile-only", "--json", str(out)],
+                         capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert sorted(rows) == [_rung(n) for n in RUNGS]
+    for name, row in rows.items():
+        assert row["state"] in ("compiled", "done") and row["spill_bytes"] == 0, row
+        assert {"HGMMA", "UTMALDG"} | EXTRA[name] <= set(row["badges"]), row
+        assert f"| {name} | {row['state']} | {row['registers']} | yes | yes |" in ran.stdout
