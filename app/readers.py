@@ -1,7 +1,8 @@
 """Anonymous readers: one random id per browser (or API client), in a signed session cookie.
 
-Until accounts exist, a reader is who owns a run: the only one who may read it and its
-source, whose history a cell shows, and whom the per-user cap and the rate limits count.
+A reader who has not signed in is who owns a run: the one who may read it and its source,
+whose history a cell shows, and whom the per-user cap and the rate limits count. Once signed
+in, the same cookie also carries the account's id (app/accounts.py decides who is asking).
 The cookie carries the reader's full id (128 random bits) signed with the app's secret key
 (itsdangerous), so a reader can neither forge another's id nor guess one; a cookie that does
 not verify, or is older than `MAX_AGE_S`, is ignored and a new reader begins.

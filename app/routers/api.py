@@ -132,7 +132,8 @@ def profile_report(run_id: str, runs: RunsDep, user: UserDep) -> Response:
     "/runs/{run_id}",
     response_model=RunOut,
     summary="A run: state, progress, result",
-    description="Readable by the session that started it only; any other gets 404.",
+    description="Readable by its owner (the account or session that started it) and by an "
+    "admin; any other gets 404.",
     responses=errors(404),
 )
 def get_run(run_id: str, runs: RunsDep, user: UserDep) -> RunOut:
