@@ -318,3 +318,9 @@ def test_a_deleted_account_leaves_its_session_anonymous(client: TestClient) -> N
         s.delete(s.scalar(select(User).where(User.email == "gone@example.org")))
     assert client.get("/api/v1/account").json()["signed_in"] is False
     assert client.get("/").status_code == 200
+
+
+def test_a_long_name_is_cut_short_in_the_navigation(client: TestClient) -> None:
+    name = "N" * 80
+    sign_up(client, "long@example.org", display_name=name)
+    assert f'title="{name}">{"N" * 19}…</a>' in client.get("/").text
