@@ -24,6 +24,8 @@ from pathlib import Path
 from jinja2 import ChoiceLoader, DictLoader, Environment
 
 from kplay.app.book import Book, Chapter, Part
+from kplay.app.bookcard import References, Snapshot
+from kplay.app.bookindex import Index, Term, load_terms, number_figures, number_tables
 from kplay.app.bookmd import CellSpec, highlight_code
 from kplay.app.render import STATIC_DIR, TEMPLATES_DIR, make_templates
 from kplay.app.services.problems import backend_title, editor_language
@@ -32,7 +34,14 @@ from kplay.kernels.problem import ProblemSpec
 
 DEFAULT_PLAYGROUND = "http://127.0.0.1:8000"
 # Copied whole into every site: the page styles, the fonts, the figures, the theme switch.
-SITE_FILES = ("favicon.svg", "js/theme.js", "css/book.css", "css/components.css", "css/catalog.css")
+SITE_FILES = (
+    "favicon.svg",
+    "js/theme.js",
+    "css/book.css",
+    "css/components.css",
+    "css/catalog.css",
+    "css/bookfiles.css",
+)
 SITE_FOLDERS = ("fonts", "book")
 
 
@@ -41,6 +50,7 @@ def _template(name: str) -> str:
     return (TEMPLATES_DIR / "bookfiles" / name).read_text(encoding="utf-8")
 
 
+TERMS_URL = "/book/terms"  # the index of terms, as the built copies' templates link to it
 _ATTR = re.compile(r'(\s(?:href|src)=")(/[^"]*)(")')
 
 
@@ -111,6 +121,7 @@ class StaticCell:
     others: list[str]
     hints: list[str]
     run_url: str
+    snapshot: Snapshot | None = None
 
 
 def run_url(playground: str, chapter: Chapter, cell_id: str) -> str:
@@ -118,7 +129,11 @@ def run_url(playground: str, chapter: Chapter, cell_id: str) -> str:
 
 
 def static_cell(
-    spec: CellSpec, problem: ProblemSpec, chapter: Chapter, playground: str
+    spec: CellSpec,
+    problem: ProblemSpec,
+    chapter: Chapter,
+    playground: str,
+    refs: References | None = None,
 ) -> StaticCell:
     source = problem.starter(spec.backend)
     # The editor's language, named as a chapter's fence would name it (`.cu` files are CUDA).
@@ -133,6 +148,7 @@ def static_cell(
         others=[backend_title(b) for b in spec.backends if b != spec.backend],
         hints=list(problem.hints),
         run_url=run_url(playground, chapter, spec.id),
+        snapshot=refs.snapshot(spec.problem, spec.backend) if refs else None,
     )
 
 
@@ -148,13 +164,25 @@ class StaticChapterPage:
 
 
 def chapter_page(
-    book: Book, problems: Mapping[str, ProblemSpec], chapter: Chapter, playground: str
+    book: Book,
+    problems: Mapping[str, ProblemSpec],
+    chapter: Chapter,
+    playground: str,
+    refs: References | None = None,
+    index: Index | None = None,
 ) -> StaticChapterPage:
+    """The chapter as a built copy shows it: cells static; with `index`, figures numbered and
+    the index's terms marked in the prose."""
     before, after = book.neighbours(chapter.slug)
     segments: list[str | StaticCell] = []
+    figures = tables = 0
     for seg in chapter.segments:
         if not isinstance(seg, str):
-            seg = static_cell(seg, problems[seg.problem], chapter, playground)
+            seg = static_cell(seg, problems[seg.problem], chapter, playground, refs)
+        elif index is not None:
+            seg, figures = number_figures(seg, chapter, figures)
+            seg, tables = number_tables(seg, chapter, tables)
+            seg = index.mark(seg, chapter)
         segments.append(seg)
     return StaticChapterPage(chapter.title, chapter, before, after, segments)
 
@@ -193,12 +221,14 @@ class Links:
         chapter_file: str,
         index_file: str,
         index_anchors: bool = True,
+        terms_file: str = "terms.html",
     ) -> None:
         self.by_slug = book.index().by_slug
         self.playground = playground.rstrip("/")
         self.chapter_file = chapter_file  # a format string of part_dir and slug
         self.index_file = index_file
         self.index_anchors = index_anchors  # False: the contents page has no part anchors
+        self.terms_file = terms_file  # the index of terms
         self.used: set[str] = set()
 
     def target(self, url: str) -> str:
@@ -207,6 +237,8 @@ class Links:
         tail = f"#{fragment}" if hash_ else ""
         if path == "/":
             return self.index_file + (tail if self.index_anchors else "")
+        if path == TERMS_URL:
+            return self.terms_file + tail
         if path.startswith("/static/") and (STATIC_DIR / path[len("/static/") :]).is_file():
             name = path[len("/static/") :]
             self.used.add(name)
@@ -240,59 +272,120 @@ def copy_static(names: set[str] | list[str], dest: Path) -> None:
         shutil.copy2(STATIC_DIR / name, target)
 
 
-def build_site(
-    book: Book, problems: Mapping[str, ProblemSpec], dest: Path, edition: Edition
-) -> list[Path]:
-    """Writes the site to `dest` (index.html, p<N>/<slug>.html, static/); returns the pages."""
+@dataclass(frozen=True)
+class Sources:
+    """What every format is built from: the book, its problems, the edition, the recorded
+    reference runs and the index's terms."""
+
+    book: Book
+    problems: Mapping[str, ProblemSpec]
+    edition: Edition
+    refs: References
+    terms: list[Term]
+
+    def page(self, chapter: Chapter, index: Index) -> StaticChapterPage:
+        return chapter_page(
+            self.book, self.problems, chapter, self.edition.playground, self.refs, index
+        )
+
+
+def build_site(src: Sources, dest: Path) -> list[Path]:
+    """Writes the site to `dest` (index.html, terms.html, p<N>/<slug>.html, static/); returns
+    the pages."""
     dest = Path(dest)
-    env = environment({"base.html": BASE, "fragments/cell.html": CELL, "static_index.html": INDEX})
+    env = environment(
+        {
+            "base.html": BASE,
+            "fragments/cell.html": CELL,
+            "static_index.html": INDEX,
+            "static_terms.html": _template("terms.html"),
+        }
+    )
+    book, edition = src.book, src.edition
     links = Links(book, edition.playground, "{part_dir}/{slug}.html", "index.html")
+    index = Index(src.terms)
     pages: list[Path] = []
-    chapters = book.chapters()
-    for chapter in chapters:
-        page = chapter_page(book, problems, chapter, edition.playground)
+    for chapter in book.chapters():
+        page = src.page(chapter, index)
         html = env.get_template("chapter.html").render(page=page, edition=edition)
         path = dest / chapter.part_dir / f"{chapter.slug}.html"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(links.rewrite(html, "../"), encoding="utf-8")
         pages.append(path)
     contents = ContentsPage(edition.title, book.parts())
-    index_page = env.get_template("static_index.html")
-    html = index_page.render(page=contents, edition=edition, catalog=problems)
-    index = dest / "index.html"
-    index.parent.mkdir(parents=True, exist_ok=True)
-    index.write_text(links.rewrite(html, ""), encoding="utf-8")
+    html = env.get_template("static_index.html").render(
+        page=contents, edition=edition, catalog=src.problems, has_index=bool(index.used())
+    )
+    first = dest / "index.html"
+    first.parent.mkdir(parents=True, exist_ok=True)
+    first.write_text(links.rewrite(html, ""), encoding="utf-8")
+    pages.insert(0, first)
+    if index.used():
+        listing = index.render(lambda ch, anchor: f"{ch.part_dir}/{ch.slug}.html#{anchor}")
+        html = env.get_template("static_terms.html").render(
+            page=ContentsPage("Index", []), edition=edition, listing=listing
+        )
+        terms_page = dest / "terms.html"
+        terms_page.write_text(links.rewrite(html, ""), encoding="utf-8")
+        pages.insert(1, terms_page)
     folders = [p.relative_to(STATIC_DIR) for f in SITE_FOLDERS for p in (STATIC_DIR / f).rglob("*")]
     whole = {str(p) for p in folders if (STATIC_DIR / p).is_file() and p.suffix != ".py"}
     copy_static(links.used | set(SITE_FILES) | whole, dest)
-    return [index, *pages]
+    return pages
+
+
+def load_sources(
+    playground: str = DEFAULT_PLAYGROUND,
+    date: str | None = None,
+    commit: str | None = None,
+    book_dir: Path | None = None,
+    results_dir: Path | None = None,
+) -> Sources:
+    """The book of `book_dir` and `results_dir` (default: the settings'), ready to build. A
+    broken chapter, problem or terms file raises its BookError, ProblemLoadError or
+    ValueError."""
+    from kplay.config import Settings
+    from kplay.kernels.catalog import load_catalog
+
+    settings = Settings()
+    book_dir = book_dir or settings.book_dir
+    results_dir = results_dir or settings.results_dir
+    catalog = load_catalog()
+    book = Book(book_dir, catalog, results_dir)
+    return Sources(
+        book=book,
+        problems=catalog,
+        edition=make_edition(book, playground, date, commit),
+        refs=References.from_folder(results_dir),
+        terms=load_terms(book_dir),
+    )
 
 
 def build_book(
     html: Path | None,
     epub: Path | None,
+    pdf: Path | None = None,
     playground: str = DEFAULT_PLAYGROUND,
     date: str | None = None,
     commit: str | None = None,
 ) -> list[str]:
-    """`kplay book build`: the configured book (settings book_dir, results_dir) as a site in
-    `html` and/or an EPUB file `epub`; returns what was written, a line each. A broken chapter
-    or problem raises its BookError or ProblemLoadError (both ValueErrors)."""
-    from kplay.config import Settings
-    from kplay.kernels.catalog import load_catalog
-
+    """`kplay book build`: the configured book as a site in `html`, an EPUB file `epub` and a
+    PDF file `pdf` (any of them); returns what was written, a line each."""
     if epub is not None and find_spec("ebooklib") is None:
         raise ValueError("an EPUB needs ebooklib: pip install 'kernel-playground[book]'")
-    settings = Settings()
-    catalog = load_catalog()
-    book = Book(settings.book_dir, catalog, settings.results_dir)
-    edition = make_edition(book, playground, date, commit)
+    if pdf is not None and find_spec("weasyprint") is None:
+        raise ValueError("a PDF needs WeasyPrint: pip install 'kernel-playground[book]'")
+    src = load_sources(playground, date, commit)
     done = []
     if html is not None:
-        pages = build_site(book, catalog, html, edition)
+        pages = build_site(src, html)
         done.append(f"site: {len(pages)} pages in {html} (open {html / 'index.html'})")
     if epub is not None:
         from kplay.app.bookepub import build_epub
 
-        done.append(f"EPUB: {build_epub(book, catalog, epub, edition)}")
+        done.append(f"EPUB: {build_epub(src, epub)}")
+    if pdf is not None:
+        from kplay.app.bookpdf import build_pdf
+
+        done.append(f"PDF: {build_pdf(src, pdf)}")
     return done

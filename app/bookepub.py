@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Mapping
 from pathlib import Path
 
 from ebooklib import epub
 
-from kplay.app.book import Book
-from kplay.app.bookbuild import CELL, Edition, Links, chapter_page, environment
+from kplay.app.book import Chapter
+from kplay.app.bookbuild import CELL, Edition, Links, Sources, environment
+from kplay.app.bookindex import Index
 from kplay.app.render import STATIC_DIR, roman
-from kplay.kernels.problem import ProblemSpec
 
 CHAPTER_FILE = "{part_dir}-{slug}.xhtml"
 TITLE_FILE = "title.xhtml"
+INDEX_FILE = "index-of-terms.xhtml"
+_CHART = re.compile(r'<svg [^>]*class="roofline-svg"[^>]*aria-label="([^"]*)">.*?</svg>', re.DOTALL)
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 
 # Plain CSS a reading system can override: no layout, the site's colours for code.
@@ -57,7 +58,35 @@ th, td { border-bottom: 1px solid #d8d2c5; padding: 0.2em 0.5em; text-align: lef
 .admonition { border-left: 3px solid #1d58b0; padding-left: 0.8em; }
 .chapter-nav a { display: block; margin: 0.3em 0; }
 .nav-dir { font-weight: bold; margin-right: 0.5em; }
+figure { margin: 1em 0; }
+figcaption { font-size: 0.9em; color: #5b574f; }
+.fig-no { font-weight: bold; color: #2b2a27; }
+.kcell-snapshot { border-top: 1px solid #d8d2c5; padding-top: 0.4em; }
+.snapshot-verdict { font-weight: bold; color: #1d6b3c; }
+.snapshot-numbers th { font-weight: normal; color: #5b574f; padding-right: 1em; border: 0; }
+.snapshot-numbers td { border: 0; }
+.roofline-svg { max-width: 100%; height: auto; }
+.index-list dt { font-weight: bold; margin-top: 0.3em; }
+.index-list dd { margin-left: 1.5em; }
+caption.table-no { text-align: left; font-weight: bold; font-size: 0.85em; }
 """
+
+
+def _charts_as_files(body: str, charts: dict[str, str]) -> str:
+    """`body` with each inline roofline chart replaced by an image of its own file (kept in
+    `charts`): reading systems parse chapters as XHTML, where inline SVG is fragile."""
+
+    def one(m: re.Match[str]) -> str:
+        name = f"charts/chart-{len(charts) + 1}.svg"
+        charts[name] = '<?xml version="1.0" encoding="UTF-8"?>\n' + m.group(0)
+        label = html.escape(m.group(1))
+        return f'<img class="roofline-svg" src="{name}" alt="{label}" />'
+
+    return _CHART.sub(one, body)
+
+
+def _file(chapter: Chapter) -> str:
+    return CHAPTER_FILE.format(part_dir=chapter.part_dir, slug=chapter.slug)
 
 
 def _document(title: str, body: str) -> str:
@@ -77,12 +106,21 @@ def _title_page(edition: Edition) -> str:
     )
 
 
-def build_epub(
-    book: Book, problems: Mapping[str, ProblemSpec], dest: Path, edition: Edition
-) -> Path:
-    """Writes the book to the EPUB file `dest`, every chapter and every figure they show."""
+def build_epub(src: Sources, dest: Path) -> Path:
+    """Writes the book to the EPUB file `dest`: every chapter, every figure they show, the
+    reference cards' rooflines (inline SVG) and the index of terms."""
+    book, edition = src.book, src.edition
     env = environment({"base.html": "{% block main %}{% endblock %}", "fragments/cell.html": CELL})
-    links = Links(book, edition.playground, CHAPTER_FILE, "nav.xhtml", index_anchors=False)
+    links = Links(
+        book,
+        edition.playground,
+        CHAPTER_FILE,
+        "nav.xhtml",
+        index_anchors=False,
+        terms_file=INDEX_FILE,
+    )
+    index = Index(src.terms)
+    charts: dict[str, str] = {}  # file name: SVG of a reference card's roofline
     out = epub.EpubBook()
     out.set_identifier(edition.identifier)
     out.set_title(edition.title)
@@ -104,7 +142,7 @@ def build_epub(
     for part in book.parts():
         items = []
         for chapter in part.chapters:
-            page = chapter_page(book, problems, chapter, edition.playground)
+            page = src.page(chapter, index)
             body = links.rewrite(env.get_template("chapter.html").render(page=page), "")
             # Notes to the authors stay out: XML allows no "--" inside a comment.
             body = _COMMENT.sub("", body)
@@ -113,12 +151,25 @@ def build_epub(
                 file_name=CHAPTER_FILE.format(part_dir=chapter.part_dir, slug=chapter.slug),
                 lang="en",
             )
+            body = _charts_as_files(body, charts)
             item.content = _document(chapter.label, body)
             item.add_item(style)
             out.add_item(item)
             items.append(item)
         spine += items
         toc.append((epub.Section(f"Part {roman(part.number)} · {part.title}"), items))
+    if index.used():
+        listing = index.render(
+            lambda ch, anchor: (
+                CHAPTER_FILE.format(part_dir=ch.part_dir, slug=ch.slug) + "#" + anchor
+            )
+        )
+        terms = epub.EpubHtml(title="Index", file_name=INDEX_FILE, lang="en")
+        terms.content = _document("Index", listing)
+        terms.add_item(style)
+        out.add_item(terms)
+        spine.append(terms)
+        toc.append(terms)  # type: ignore[arg-type]
     for name in sorted(links.used):
         media = "image/svg+xml" if name.endswith(".svg") else None
         if media is None:
@@ -130,6 +181,12 @@ def build_epub(
             content=(STATIC_DIR / name).read_bytes(),
         )
         out.add_item(image)
+    for name, svg in charts.items():
+        out.add_item(
+            epub.EpubImage(
+                uid=Path(name).stem, file_name=name, media_type="image/svg+xml", content=svg
+            )
+        )
     out.toc = [epub.Link(TITLE_FILE, edition.title, "title"), *toc]
     out.add_item(epub.EpubNcx())
     out.add_item(epub.EpubNav())

@@ -21,7 +21,17 @@ from kplay.app.guards import PublicStaticFiles
 from kplay.app.localmode import LocalMode
 from kplay.app.render import STATIC_DIR, error_page, make_templates
 from kplay.app.routers import accounts as account_routes
-from kplay.app.routers import api, compiler, fleet, live, pages, runs_html, search, source
+from kplay.app.routers import (
+    api,
+    compiler,
+    downloads,
+    fleet,
+    live,
+    pages,
+    runs_html,
+    search,
+    source,
+)
 from kplay.app.routers import catalog as problem_pages
 from kplay.app.routers import progress as progress_routes
 from kplay.app.routers import shared as share_routes
@@ -142,6 +152,7 @@ def create_app(
     app.state.services = services
     app.mount("/static", PublicStaticFiles(directory=STATIC_DIR), name="static")
     app.include_router(pages.router)
+    app.include_router(downloads.router)
     app.include_router(runs_html.router)
     app.include_router(api.router)
     app.include_router(live.router)

@@ -294,12 +294,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_book(args: argparse.Namespace) -> int:
     from kplay.app.bookbuild import build_book
 
-    if not (args.html or args.epub):
-        return _fail("book build: give --html DIR, --epub FILE, or both")
-    html, epub = (Path(p) if p else None for p in (args.html, args.epub))
+    if not (args.html or args.epub or args.pdf):
+        return _fail("book build: give --html DIR, --epub FILE and/or --pdf FILE")
+    html, epub, pdf = (Path(p) if p else None for p in (args.html, args.epub, args.pdf))
     try:
         when = args.date.isoformat() if args.date else None
-        done = build_book(html, epub, args.playground_url, when, args.commit)
+        done = build_book(html, epub, pdf, args.playground_url, when, args.commit)
     except (ValueError, OSError) as exc:  # a broken chapter or problem, an unwritable path
         return _fail(str(exc))
     print("\n".join(done))
@@ -364,9 +364,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker.set_defaults(func=cmd_worker)
     book = sub.add_parser("book", help="the book as files")
     book_sub = book.add_subparsers(dest="book_command", required=True)
-    build = book_sub.add_parser("build", help="a static site (--html) and/or an EPUB 3 (--epub)")
+    build = book_sub.add_parser(
+        "build", help="a static site (--html), an EPUB 3 (--epub), a PDF (--pdf)"
+    )
     build.add_argument("--html", metavar="DIR", help="write the static site into DIR")
     build.add_argument("--epub", metavar="FILE", help="write the EPUB 3 file FILE")
+    build.add_argument("--pdf", metavar="FILE", help="write the PDF file FILE")
     build.add_argument("--playground-url", default="http://127.0.0.1:8000", metavar="URL")
     build.add_argument("--date", type=date.fromisoformat, help="YYYY-MM-DD (default: today)")
     build.add_argument("--commit", help="the commit the edition names (default: git's HEAD)")

@@ -26,7 +26,8 @@ from markupsafe import escape
 
 from kplay.app import benchrefs
 from kplay.app.book import Book, Chapter
-from kplay.app.bookbuild import Links, build_site, make_edition
+from kplay.app.bookbuild import Links, Sources, build_site, make_edition
+from kplay.app.bookcard import References
 from kplay.cli import main
 from kplay.config import Settings
 from kplay.kernels.catalog import load_catalog
@@ -103,7 +104,7 @@ def test_a_page_per_chapter_and_a_contents_page(built: Built) -> None:
         assert f"<title>{escape(chapter.title)} · " in page
         assert f'href="{chapter.part_dir}/{chapter.slug}.html"' in index
     pages = sorted(p.relative_to(built.site) for p in built.site.rglob("*.html"))
-    assert len(pages) == len(chapters) + 1
+    assert len(pages) == len(chapters) + 2  # the contents and the index of terms
 
 
 def test_every_internal_link_and_image_resolves_on_disk(built: Built) -> None:
@@ -131,11 +132,25 @@ def test_the_pages_need_no_server(built: Built) -> None:
         assert set(_parse(page).scripts) <= {"static/js/theme.js", "../static/js/theme.js"}
 
 
+_MARK = re.compile(r'<span class="index-mark" id="[^"]+"></span>')
+_CAPTION = re.compile(r'<caption class="table-no" id="[^"]+">Table [0-9.]+</caption>')
+_FIGURE = re.compile(
+    r'<figure class="book-figure" id="[^"]+">(<img [^>]+>)<figcaption>.*?</figcaption></figure>'
+)
+
+
+def _unmarked(page: str) -> str:
+    """A built page without what the build adds to the prose: index anchors, table numbers,
+    figure frames (each figure back to its image in a paragraph, as the app shows it)."""
+    page = _CAPTION.sub("", _MARK.sub("", page))
+    return _FIGURE.sub(lambda m: f"<p>{m.group(1)}</p>", page)
+
+
 def test_the_prose_is_the_apps_with_links_made_relative(built: Built, client: TestClient) -> None:
     links = Links(built.book, PLAYGROUND, "{part_dir}/{slug}.html", "index.html")
     for chapter in built.book.chapters():
         served = client.get(chapter.url).text
-        page = _page(built, chapter).read_text(encoding="utf-8")
+        page = _unmarked(_page(built, chapter).read_text(encoding="utf-8"))
         prose = [seg for seg in chapter.segments if isinstance(seg, str)]
         assert prose, chapter.slug
         for seg in prose:
@@ -251,19 +266,20 @@ def test_links_between_chapters_and_figures_of_a_small_book(tmp_path: Path) -> N
     (results / "fig.json").write_text('{"copy": {"gbs": 4219.6}}')
     book = Book(tmp_path / "book", {}, results)
     edition = make_edition(book, PLAYGROUND, DATE, COMMIT)
-    pages = build_site(book, {}, tmp_path / "site", edition)
+    src = Sources(book, {}, edition, References([]), [])
+    pages = build_site(src, tmp_path / "site")
     page = (tmp_path / "site" / "p1" / "aaa.html").read_text()
     assert 'href="../p1/bbb.html#far"' in page and 'href="../p1/bbb.html"' in page
     assert f'href="{PLAYGROUND}/problems"' in page
     assert 'src="../static/book/p1_roofline.svg"' in page
     assert "4,220 GB/s" in page  # benchrefs.format_value, as the app shows it
     assert (tmp_path / "site" / "static" / "book" / "p1_roofline.svg").is_file()
-    assert len(pages) == 3
+    assert len(pages) == 3  # no terms file: no index of terms
 
 
 def test_book_build_without_an_output_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["book", "build"]) == 2
-    assert "give --html DIR, --epub FILE, or both" in capsys.readouterr().err
+    assert "give --html DIR, --epub FILE and/or --pdf FILE" in capsys.readouterr().err
 
 
 def test_an_epub_without_ebooklib_says_which_extra_to_install(
