@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from kplay.kernels import dtypes
-from kplay.kernels.arrays import _on_device
 from kplay.kernels.artifact import Artifact
 from kplay.kernels.backends.base import CompiledKernel, KernelError, LaunchSpec
 from kplay.kernels.backends.image_launch import LoadedImage, device_pointer, scalar
@@ -59,6 +58,9 @@ def _held_as(name: str) -> tuple[str, ...]:
     """The device array types that hold elements of `name`: itself, and for bfloat16 and
     float8 the unsigned integers of their bits, as CuPy holds them (kernels.arrays)."""
     info = dtypes.DTYPES.get(name)
+    # Late: kernels.arrays imports the backends' package, which imports this module.
+    from kplay.kernels.arrays import _on_device
+
     return (name, _on_device(info.storage).name) if info is not None else (name,)
 
 

@@ -20,8 +20,12 @@
 // a multiple of 16 bytes), as the problem promises. One stage, nothing overlaps: the
 // copy waits for the math and the math for the copy. The next rungs fix that.
 
-#include <cuda.h>
-#include <stdint.h>
+#include <cuda/std/cstdint>
+using cuda::std::uint32_t;
+using cuda::std::uint64_t;
+// The tensor map the engine passes: 128 opaque bytes, 64-byte aligned (cuda.h's CUtensorMap,
+// whose header NVRTC cannot read: it needs the C library's).
+struct alignas(64) TensorMap { unsigned long long opaque[16]; };
 
 // ---- shared-memory addresses, mbarriers, TMA, wgmma: the PTX this chapter uses ----
 
@@ -81,7 +85,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity)
 
 // TMA: the box of the tensor map whose first element is column x, row y lands at dst;
 // its bytes count down the barrier's transaction count.
-__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar,
+__device__ __forceinline__ void tma_load(void* dst, const TensorMap* map, uint64_t* bar,
                                          int x, int y)
 {
     asm volatile(
@@ -179,7 +183,7 @@ __device__ __forceinline__ void store_tile(const float* d, float* C, int M, int 
 }
 
 extern "C" __global__ void __launch_bounds__(128, 1)
-gemm_bf16(const __grid_constant__ CUtensorMap A, const __grid_constant__ CUtensorMap B,
+gemm_bf16(const __grid_constant__ TensorMap A, const __grid_constant__ TensorMap B,
           float* __restrict__ C, int M, int N, int K)
 {
     constexpr uint32_t kBytesA = 64 * 64 * 2, kBytesB = 64 * 256 * 2;

@@ -17,8 +17,12 @@
 // waits for the other three at every refill: rung 3 gives the copies their own warps.
 // Edges as in rung 1: zeros from TMA, a guarded epilogue; N and K multiples of 8.
 
-#include <cuda.h>
-#include <stdint.h>
+#include <cuda/std/cstdint>
+using cuda::std::uint32_t;
+using cuda::std::uint64_t;
+// The tensor map the engine passes: 128 opaque bytes, 64-byte aligned (cuda.h's CUtensorMap,
+// whose header NVRTC cannot read: it needs the C library's).
+struct alignas(64) TensorMap { unsigned long long opaque[16]; };
 
 // ---- shared-memory addresses, mbarriers, TMA, wgmma: the PTX this chapter uses ----
 
@@ -78,7 +82,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity)
 
 // TMA: the box of the tensor map whose first element is column x, row y lands at dst;
 // its bytes count down the barrier's transaction count.
-__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar,
+__device__ __forceinline__ void tma_load(void* dst, const TensorMap* map, uint64_t* bar,
                                          int x, int y)
 {
     asm volatile(
@@ -176,7 +180,7 @@ __device__ __forceinline__ void store_tile(const float* d, float* C, int M, int 
 }
 
 extern "C" __global__ void __launch_bounds__(128, 1)
-gemm_bf16(const __grid_constant__ CUtensorMap A, const __grid_constant__ CUtensorMap B,
+gemm_bf16(const __grid_constant__ TensorMap A, const __grid_constant__ TensorMap B,
           float* __restrict__ C, int M, int N, int K)
 {
     constexpr int kStages = 4;

@@ -22,8 +22,12 @@
 // second block lies below C: it still copies its half of B for its partner, and stores
 // nothing (the epilogue is guarded). Otherwise edges and sizes as in rung 1.
 
-#include <cuda.h>
-#include <stdint.h>
+#include <cuda/std/cstdint>
+using cuda::std::uint32_t;
+using cuda::std::uint64_t;
+// The tensor map the engine passes: 128 opaque bytes, 64-byte aligned (cuda.h's CUtensorMap,
+// whose header NVRTC cannot read: it needs the C library's).
+struct alignas(64) TensorMap { unsigned long long opaque[16]; };
 
 // ---- shared-memory addresses, mbarriers, TMA, wgmma: the PTX this chapter uses ----
 
@@ -83,7 +87,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity)
 
 // TMA: the box of the tensor map whose first element is column x, row y lands at dst;
 // its bytes count down the barrier's transaction count.
-__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar,
+__device__ __forceinline__ void tma_load(void* dst, const TensorMap* map, uint64_t* bar,
                                          int x, int y)
 {
     asm volatile(
@@ -222,7 +226,7 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank
 
 // TMA with multicast: the box lands at dst in every block of `mask` (one bit per rank),
 // each block's barrier at the same offset counting its bytes.
-__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map,
+__device__ __forceinline__ void tma_load_multicast(void* dst, const TensorMap* map,
                                                    uint64_t* bar, int x, int y, uint16_t mask)
 {
     asm volatile(
@@ -233,7 +237,7 @@ __device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap*
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
-gemm_bf16(const __grid_constant__ CUtensorMap A, const __grid_constant__ CUtensorMap B,
+gemm_bf16(const __grid_constant__ TensorMap A, const __grid_constant__ TensorMap B,
           float* __restrict__ C, int M, int N, int K)
 {
     constexpr int kStages = 4;

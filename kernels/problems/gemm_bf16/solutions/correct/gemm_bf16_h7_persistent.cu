@@ -21,8 +21,12 @@
 // tile (the 192 KiB ring leaves too little room for a 128 x 256 fp32 one). Edges and
 // sizes as in rung 1 (a pair tile's lower block may lie below C and then stores nothing).
 
-#include <cuda.h>
-#include <stdint.h>
+#include <cuda/std/cstdint>
+using cuda::std::uint32_t;
+using cuda::std::uint64_t;
+// The tensor map the engine passes: 128 opaque bytes, 64-byte aligned (cuda.h's CUtensorMap,
+// whose header NVRTC cannot read: it needs the C library's).
+struct alignas(64) TensorMap { unsigned long long opaque[16]; };
 
 // ---- shared-memory addresses, mbarriers, TMA, wgmma: the PTX this chapter uses ----
 
@@ -82,7 +86,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity)
 
 // TMA: the box of the tensor map whose first element is column x, row y lands at dst;
 // its bytes count down the barrier's transaction count.
-__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar,
+__device__ __forceinline__ void tma_load(void* dst, const TensorMap* map, uint64_t* bar,
                                          int x, int y)
 {
     asm volatile(
@@ -221,7 +225,7 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank
 
 // TMA with multicast: the box lands at dst in every block of `mask` (one bit per rank),
 // each block's barrier at the same offset counting its bytes.
-__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map,
+__device__ __forceinline__ void tma_load_multicast(void* dst, const TensorMap* map,
                                                    uint64_t* bar, int x, int y, uint16_t mask)
 {
     asm volatile(
@@ -245,7 +249,7 @@ __device__ __forceinline__ void pair_tile(int u, int rows, int cols, int& tr, in
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
-gemm_bf16(const __grid_constant__ CUtensorMap A, const __grid_constant__ CUtensorMap B,
+gemm_bf16(const __grid_constant__ TensorMap A, const __grid_constant__ TensorMap B,
           float* __restrict__ C, int M, int N, int K)
 {
     constexpr int kStages = 4;

@@ -9,8 +9,12 @@
 // before it re-arms a stage it also waits for the stage's previous copy to have landed
 // (a consumer that does not wait would otherwise let it arm a barrier whose phase is
 // still open), and it leaves only once its last copies have landed.
-#include <cuda.h>
-#include <stdint.h>
+#include <cuda/std/cstdint>
+using cuda::std::uint32_t;
+using cuda::std::uint64_t;
+// The tensor map the engine passes: 128 opaque bytes, 64-byte aligned (cuda.h's CUtensorMap,
+// whose header NVRTC cannot read: it needs the C library's).
+struct alignas(64) TensorMap { unsigned long long opaque[16]; };
 
 // ---- shared-memory addresses, mbarriers, TMA, wgmma: the PTX this chapter uses ----
 
@@ -70,7 +74,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity)
 
 // TMA: the box of the tensor map whose first element is column x, row y lands at dst;
 // its bytes count down the barrier's transaction count.
-__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar,
+__device__ __forceinline__ void tma_load(void* dst, const TensorMap* map, uint64_t* bar,
                                          int x, int y)
 {
     asm volatile(
@@ -181,7 +185,7 @@ __device__ __forceinline__ void regs_inc()
 }
 
 extern "C" __global__ void __launch_bounds__(256, 1)
-gemm_bf16(const __grid_constant__ CUtensorMap A, const __grid_constant__ CUtensorMap B,
+gemm_bf16(const __grid_constant__ TensorMap A, const __grid_constant__ TensorMap B,
           float* __restrict__ C, int M, int N, int K)
 {
     constexpr int kStages = 5;
