@@ -217,7 +217,7 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank
     asm volatile(
         "{\n.reg .b32 remote;\n"
         "mapa.shared::cluster.u32 remote, %0, %1;\n"
-        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(
+        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(
             smem_u32(bar)),
         "r"(rank)
         : "memory");
