@@ -32,6 +32,7 @@ SETTINGS_DOC = ROOT / "docs" / "settings.md"
 NOT_SETTINGS = {
     "KPLAY_REQUIRE_SERVICES": "tests/conftest.py",
     "KPLAY_TEST_POSTGRES_URL": "tests/app/conftest.py",
+    "KPLAY_BOOK_ARTEFACTS": "tests/app/test_book_pdf.py",
 }
 
 NAME = re.compile(r"(?<![A-Za-z0-9_])KPLAY_[A-Z0-9_]*")
