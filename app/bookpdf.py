@@ -53,9 +53,17 @@ class PdfLinks(Links):
 
 
 def _scoped(body: str, ns: str) -> str:
-    """A chapter's HTML with its ids and its links to them prefixed by `ns`."""
+    """A chapter's HTML with its ids, and its links to them, prefixed by `ns`; a link to a
+    place outside the chapter (the contents, another chapter, the index) is left alone."""
+    own = {m.group(2) for m in _ID.finditer(body)}
     body = _ID.sub(lambda m: f"{m.group(1)}{ns}--{m.group(2)}{m.group(3)}", body)
-    return _LOCAL_HREF.sub(lambda m: f"{m.group(1)}{ns}--{m.group(2)}{m.group(3)}", body)
+
+    def href(m: re.Match[str]) -> str:
+        if m.group(2) not in own:
+            return m.group(0)
+        return f"{m.group(1)}{ns}--{m.group(2)}{m.group(3)}"
+
+    return _LOCAL_HREF.sub(href, body)
 
 
 def _front(src: Sources) -> str:

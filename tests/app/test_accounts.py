@@ -157,7 +157,7 @@ def test_sign_up_moves_the_readers_runs_and_signs_in(client: TestClient) -> None
     with db.session() as s:
         owners = set(s.scalars(select(Run.user).where(Run.id.in_([run_id, second]))))
     assert len(owners) == 1
-    assert "data-nav-account>Lin<" in client.get("/").text
+    assert 'data-nav-account title="Lin">Lin<' in client.get("/").text
 
 
 def test_log_out_hides_the_history_and_log_in_brings_it_back(client: TestClient) -> None:
