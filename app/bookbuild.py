@@ -50,6 +50,8 @@ def _template(name: str) -> str:
     return (TEMPLATES_DIR / "bookfiles" / name).read_text(encoding="utf-8")
 
 
+# Notes to the authors in the chapters, left out of the EPUB and PDF (XML allows no "--" in one).
+COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 TERMS_URL = "/book/terms"  # the index of terms, as the built copies' templates link to it
 _ATTR = re.compile(r'(\s(?:href|src)=")(/[^"]*)(")')
 

@@ -13,6 +13,7 @@ points to the playground.
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from collections.abc import Iterable
@@ -166,9 +167,10 @@ def roofline_svg(result: RunResult) -> str:
         span = math.log10(y_hi) - math.log10(y_lo)
         return H - BOTTOM - (math.log10(y) - math.log10(y_lo)) / span * (H - TOP - BOTTOM)
 
+    device = html.escape(str(roof.device))
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="roofline-svg" viewBox="0 0 {W} {H}" '
-        f'width="{W}" height="{H}" role="img" aria-label="Roofline of {_esc(roof.device)}">',
+        f'width="{W}" height="{H}" role="img" aria-label="Roofline of {device}">',
         f'<rect x="{LEFT}" y="{TOP}" width="{W - LEFT - RIGHT}" height="{H - TOP - BOTTOM}" '
         'fill="none" stroke="#b9b2a3"/>',
     ]
@@ -199,23 +201,13 @@ def roofline_svg(result: RunResult) -> str:
         parts.append(f'<polyline points="{path}" fill="none" stroke="#1d58b0" stroke-width="2"/>')
         parts.append(
             f'<text x="{px(x_hi) - 4:.1f}" y="{py(peak) - 4:.1f}" font-size="9" '
-            f'text-anchor="end" fill="#1d58b0">{_esc(roof.compute_ceiling_name or "")} '
-            f"{_esc(fmt.rate(peak, 'FLOP/s'))}</text>"
+            f'text-anchor="end" fill="#1d58b0">{html.escape(str(roof.compute_ceiling_name or ""))} '
+            f"{html.escape(str(fmt.rate(peak, 'FLOP/s')))}</text>"
         )
     parts.append(f'<circle cx="{px(x_run):.1f}" cy="{py(y_run):.1f}" r="4.5" fill="#c2410c"/>')
     parts.append(
         f'<text x="{px(x_run) + 7:.1f}" y="{py(y_run) + 12:.1f}" font-size="9" '
-        f'fill="#9a3412">{_esc(fmt.percent(roof.percent_of_roofline))} of roof</text>'
+        f'fill="#9a3412">{html.escape(str(fmt.percent(roof.percent_of_roofline)))} of roof</text>'
     )
     parts.append("</svg>")
     return "".join(parts)
-
-
-def _esc(text: object) -> str:
-    return (
-        str(text)
-        .replace("&", "&amp;")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace('"', "&quot;")
-    )

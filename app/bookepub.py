@@ -14,7 +14,7 @@ from pathlib import Path
 from ebooklib import epub
 
 from kplay.app.book import Chapter
-from kplay.app.bookbuild import CELL, Edition, Links, Sources, environment
+from kplay.app.bookbuild import CELL, COMMENT, Edition, Links, Sources, environment
 from kplay.app.bookindex import Index
 from kplay.app.render import STATIC_DIR, roman
 
@@ -22,7 +22,6 @@ CHAPTER_FILE = "{part_dir}-{slug}.xhtml"
 TITLE_FILE = "title.xhtml"
 INDEX_FILE = "index-of-terms.xhtml"
 _CHART = re.compile(r'<svg [^>]*class="roofline-svg"[^>]*aria-label="([^"]*)">.*?</svg>', re.DOTALL)
-_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 
 # Plain CSS a reading system can override: no layout, the site's colours for code.
 STYLE = """
@@ -145,7 +144,7 @@ def build_epub(src: Sources, dest: Path) -> Path:
             page = src.page(chapter, index)
             body = links.rewrite(env.get_template("chapter.html").render(page=page), "")
             # Notes to the authors stay out: XML allows no "--" inside a comment.
-            body = _COMMENT.sub("", body)
+            body = COMMENT.sub("", body)
             item = epub.EpubHtml(
                 title=chapter.label,
                 file_name=CHAPTER_FILE.format(part_dir=chapter.part_dir, slug=chapter.slug),

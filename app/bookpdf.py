@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kplay.app.book import Chapter
-from kplay.app.bookbuild import CELL, Links, Sources, environment
+from kplay.app.bookbuild import CELL, COMMENT, Links, Sources, environment
 from kplay.app.bookindex import Index, chapter_label
 from kplay.app.render import STATIC_DIR, roman
 
@@ -31,7 +31,6 @@ FONTS_CSS = "fonts/fonts.css"
 _WEIGHT_RANGE = re.compile(r"font-weight:\s*\d+\s+\d+;")
 _ID = re.compile(r'(\sid=")([^"]+)(")')
 _LOCAL_HREF = re.compile(r'(\shref="#)([^"]+)(")')
-_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 CHAPTER_BODY = "{% block main %}{% endblock %}"
 
 
@@ -117,7 +116,7 @@ def document(src: Sources) -> str:
         for chapter in part.chapters:
             page = src.page(chapter, index)
             body = env.get_template("chapter.html").render(page=page)
-            body = _COMMENT.sub("", links.rewrite(body, ""))
+            body = COMMENT.sub("", links.rewrite(body, ""))
             ns = namespace(chapter)
             chapters.append(
                 f'<section class="book-chapter" id="ch-{ns}" '
