@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
+from kplay.app.db import classroom as _classroom  # noqa: F401 - its tables join the metadata
 from kplay.app.db.models import Base
 
 connection = context.config.attributes.get("connection")
