@@ -85,6 +85,9 @@ class RunJob(_Model):
     # reader the failing case again (such a run is never verified: see RunResult.verified).
     seed: int = 0
     public_seeds: bool = False
+    # A grading run's secret base seed (an assignment's hidden one), used instead of a base
+    # drawn per run; like that one, never recorded in the result (kernels/seeds.py).
+    secret_seed: int | None = None
     # Upper bound on the time spent in the adaptive timing loop of one case.
     timing_cap_s: float = 0.3
     # The benchmark case to time, by name; None: the problem's first one for the backend.

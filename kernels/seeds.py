@@ -6,6 +6,9 @@ seed is drawn per run from the operating system (`secrets`), every input of the 
 (test cases, benchmark input sets, the re-check) derives from it, and nothing records it.
 A reader who asks to see a failing case again gets the public seeds (RunJob.public_seeds):
 the same inputs every time, named in the result, and a run that is never verified.
+A grading run brings its base (RunJob.secret_seed, an assignment's hidden seed, drawn by
+the server and never shown): its inputs are as secret as a real run's, and nothing records
+that base either.
 
 The harness's own random choices (which elements an input set changes, which input set
 a repetition gets, which repetitions are checked) come from the same source, so in a
@@ -38,6 +41,8 @@ class RunSeeds:
     def for_job(cls, job: RunJob) -> RunSeeds:
         if job.public_seeds:
             return cls(base=job.seed, public=True)
+        if job.secret_seed is not None:  # a grading run's: its assignment's hidden seed
+            return cls(base=job.secret_seed, public=False)
         return cls(base=secrets.randbits(SECRET_BITS), public=False)
 
     def case(self, case: Case) -> int:
