@@ -1,0 +1,322 @@
+"""What the dashboard shows, made from a cohort's state (app.services.dashboard): the heatmap
+of learners by exercises, the failures grouped by their verdict's message, each exercise's
+spread of best times, and who is stuck. All of it is computed from memory; nothing here
+reads the database.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import lru_cache
+
+from kplay.app import format as fmt
+from kplay.app.book import Book
+from kplay.app.services.dashboard import Cell, CohortState, Learner, Roster, RunFact
+from kplay.app.services.progress import CORRECT, WRONG
+
+STUCK_FAILS = 5  # failed attempts on one exercise ...
+STUCK_MINUTES = 20  # ... and no step forward on it for this long
+MAX_CLUSTERS = 12
+HIST_BINS = 12
+HIST_W, HIST_H = 180, 40
+
+SHORT = {"untried": "·", "running": "…", "correct": "✓"}
+STATE_WORDS = {
+    "untried": "not tried",
+    "running": "running",
+    "wrong": "not correct yet",
+    "correct": "correct, no tier",
+}
+
+
+@dataclass(frozen=True)
+class Exercise:
+    id: str
+    problem: str
+    title: str
+    url: str
+
+
+@lru_cache(maxsize=4)
+def _book_cells(book: Book) -> dict[str, Exercise]:
+    out = {}
+    for part in book.parts():
+        for ch in part.chapters:
+            for cell in ch.cells:
+                title = cell.title or cell.problem
+                out[cell.id] = Exercise(cell.id, cell.problem, title, f"{ch.url}#cell-{cell.id}")
+    return out
+
+
+def exercises(book: Book, ids: Iterable[str]) -> list[Exercise]:
+    """The cohort's exercises as the book names them (an id the book lacks stays an id)."""
+    known = _book_cells(book)
+    return [known.get(i) or Exercise(i, "", i, "") for i in ids]
+
+
+def cell_id(learner: Learner, exercise: str) -> str:
+    """The heatmap cell's element id: safe in HTML and CSS whatever the exercise's id."""
+    return f"hm-{learner.user_id}-{re.sub(r'[^A-Za-z0-9_-]', '_', exercise)}"
+
+
+@dataclass(frozen=True)
+class HeatCell:
+    id: str
+    key: str  # untried, running, wrong, correct, tier
+    tier: str | None
+    text: str  # the short text shown in the cell
+    words: str  # the whole state, for a tooltip and screen readers
+
+
+def heat_cell(learner: Learner, exercise: Exercise, cell: Cell) -> HeatCell:
+    key, tier = cell.key, cell.tier.name if cell.tier is not None else None
+    if tier is not None:
+        text, state = tier[:1].upper(), f"tier {tier}"
+    elif key == "wrong":
+        text, state = f"✗{cell.failed}", STATE_WORDS[key]
+    else:
+        text, state = SHORT[key], STATE_WORDS[key]
+    runs = f"{cell.runs} run{'s' if cell.runs != 1 else ''}, {cell.failed} failed"
+    words = f"{learner.name}, {exercise.title}: {state}" + (f" ({runs})" if cell.runs else "")
+    return HeatCell(cell_id(learner, exercise.id), key, tier, text, words)
+
+
+@dataclass(frozen=True)
+class HeatRow:
+    learner: Learner
+    cells: list[HeatCell]
+    solved: int
+
+
+def heatmap(roster: Roster, state: CohortState, shown: list[Exercise]) -> list[HeatRow]:
+    rows = []
+    for learner in roster.learners:
+        cells = [state.cell(learner.owner, e.id) for e in shown]
+        rows.append(
+            HeatRow(
+                learner,
+                [heat_cell(learner, e, c) for e, c in zip(shown, cells, strict=True)],
+                sum(1 for c in cells if c.rank >= CORRECT),
+            )
+        )
+    return rows
+
+
+def changed_cells(
+    roster: Roster, state: CohortState, shown: list[Exercise], since: datetime
+) -> list[HeatCell]:
+    """The cells whose runs changed after `since`."""
+    by_owner = {x.owner: x for x in roster.learners}
+    by_id = {e.id: e for e in shown}
+    out = []
+    for (owner, ex), cell in state.cells.items():
+        if cell.changed_at > since and owner in by_owner and ex in by_id:
+            out.append(heat_cell(by_owner[owner], by_id[ex], cell))
+    return out
+
+
+# ------------------------------------------------------------------ failure clusters
+
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`")
+_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{8,}\b")
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_PATH = re.compile(r"(?:[\w.-]*/)+[\w.-]+")
+_SPACE = re.compile(r"\s+")
+
+
+@lru_cache(maxsize=4096)
+def normalise(message: str) -> str:
+    """A verdict's message with what varies from run to run taken out: quoted names and
+    values become '…', paths <path>, hex ids and numbers #."""
+    text = _QUOTED.sub("'…'", message)
+    text = _PATH.sub("<path>", text)
+    text = _HEX.sub("#", text)
+    text = _NUMBER.sub("#", text)
+    return _SPACE.sub(" ", text).strip()
+
+
+@dataclass(frozen=True)
+class Cluster:
+    state: str
+    pattern: str
+    count: int
+    learners: int
+    example: str
+
+
+def clusters(facts: Iterable[RunFact], limit: int = MAX_CLUSTERS) -> list[Cluster]:
+    """Failed runs grouped by their state and normalised message, the most common first;
+    the example is the latest message of the group."""
+    groups: dict[tuple[str, str], list[RunFact]] = {}
+    for f in facts:
+        if f.failed:
+            message = f.detail or "(no message)"
+            groups.setdefault((f.state, normalise(message)), []).append(f)
+    out = []
+    for (state, pattern), found in groups.items():
+        latest = max(found, key=lambda f: (f.created_at, f.id))
+        learners = len({f.user for f in found})
+        out.append(Cluster(state, pattern, len(found), learners, latest.detail or "(no message)"))
+    out.sort(key=lambda c: (-c.count, c.state, c.pattern))
+    return out[:limit]
+
+
+# ------------------------------------------------------------------ times
+
+
+@dataclass(frozen=True)
+class Bar:
+    x: int
+    y: int
+    w: int
+    h: int
+    count: int
+    low_us: float
+    high_us: float
+
+
+@dataclass(frozen=True)
+class Times:
+    exercise: Exercise
+    count: int
+    p10: float | None
+    p50: float | None
+    p90: float | None
+    bars: list[Bar]
+
+    def words(self) -> str:
+        if not self.count:
+            return "no timed correct run yet"
+        return (
+            f"{self.count} learner{'s' if self.count != 1 else ''} with a timed correct run: "
+            f"best times from {fmt.duration_us(self.bars[0].low_us)} "
+            f"to {fmt.duration_us(self.bars[-1].high_us)}"
+        )
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100) of sorted `values`, interpolated between neighbours."""
+    if len(values) == 1:
+        return values[0]
+    at = (len(values) - 1) * q / 100.0
+    lo = math.floor(at)
+    hi = min(lo + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (at - lo)
+
+
+def histogram(values: list[float], bins: int = HIST_BINS) -> list[Bar]:
+    """Bars over log-spaced bins from the fastest to the slowest of `values` (sorted)."""
+    if not values:
+        return []
+    lo, hi = math.log10(values[0]), math.log10(values[-1])
+    width = (hi - lo) / bins if hi > lo else 1.0
+    counts = [0] * bins
+    for v in values:
+        counts[min(int((math.log10(v) - lo) / width), bins - 1)] += 1
+    top = max(counts)
+    step = HIST_W // bins
+    return [
+        Bar(
+            x=i * step,
+            y=HIST_H - round(HIST_H * n / top),
+            w=step - 1,
+            h=round(HIST_H * n / top),
+            count=n,
+            low_us=10 ** (lo + i * width),
+            high_us=10 ** (lo + (i + 1) * width),
+        )
+        for i, n in enumerate(counts)
+    ]
+
+
+def times(roster: Roster, state: CohortState, shown: list[Exercise]) -> list[Times]:
+    """Per exercise: each learner's best kernel time (median of a timed correct run)."""
+    out = []
+    for e in shown:
+        best = sorted(
+            c.best_us
+            for x in roster.learners
+            if (c := state.cell(x.owner, e.id)).best_us is not None and c.best_us > 0
+        )
+        if not best:
+            out.append(Times(e, 0, None, None, None, []))
+            continue
+        out.append(
+            Times(
+                e,
+                len(best),
+                percentile(best, 10),
+                percentile(best, 50),
+                percentile(best, 90),
+                histogram(best),
+            )
+        )
+    return out
+
+
+# ------------------------------------------------------------------ stuck
+
+
+@dataclass(frozen=True)
+class Stuck:
+    learner: Learner
+    exercise: Exercise
+    failed: int
+    since: datetime
+    last_at: datetime | None
+    minutes: int
+
+
+def stuck(
+    roster: Roster,
+    state: CohortState,
+    shown: list[Exercise],
+    now: datetime,
+    fails: int = STUCK_FAILS,
+    minutes: int = STUCK_MINUTES,
+) -> list[Stuck]:
+    """Learners with at least `fails` failed attempts on an exercise they have no correct
+    run of, whose last step forward on it (their first attempt) is `minutes` or more ago."""
+    out = []
+    for x in roster.learners:
+        for e in shown:
+            c = state.cell(x.owner, e.id)
+            if c.rank != WRONG or c.failed < fails or c.progressed_at is None:
+                continue
+            waited = now - c.progressed_at
+            if waited >= timedelta(minutes=minutes):
+                out.append(
+                    Stuck(
+                        x,
+                        e,
+                        c.failed,
+                        c.progressed_at,
+                        c.last_at,
+                        int(waited.total_seconds() // 60),
+                    )
+                )
+    out.sort(key=lambda s: (-s.failed, -s.minutes, s.learner.name))
+    return out
+
+
+@dataclass(frozen=True)
+class Tally:
+    learners: int
+    exercises: int
+    runs: int
+    solved_cells: int
+
+
+def tally(roster: Roster, state: CohortState, shown: Mapping[str, Exercise]) -> Tally:
+    owners = {x.owner for x in roster.learners}
+    cells = [c for (o, e), c in state.cells.items() if o in owners and e in shown]
+    return Tally(
+        len(roster.learners),
+        len(shown),
+        sum(c.runs for c in cells),
+        sum(1 for c in cells if c.rank >= CORRECT),
+    )
