@@ -3,9 +3,9 @@ attempts, and the gradebook as CSV.
 
 Only the cohort's instructors and admins see any of it; anyone else (a learner of the cohort
 included) gets 404, as for a cohort that does not exist. The page polls
-/cohorts/{id}/dashboard/updates every few seconds with the cursor it has (the newest change
-it shows, in microseconds since 1970) and gets back only the heatmap cells changed since,
-swapped in place, with the summaries when anything changed.
+/cohorts/{id}/dashboard/updates every few seconds with the cursor it has (the server's time
+when it last asked, in microseconds since 1970) and gets back only the heatmap cells changed
+since, swapped in place, with the summaries when any changed.
 """
 
 from __future__ import annotations
@@ -88,10 +88,12 @@ def _context(
     fails: int,
     minutes: int,
 ) -> tuple[Roster, CohortState, list[view.Exercise], dict[str, Any]]:
+    asked = datetime.now(UTC)
     found = _watched(services, user, cohort_id)
     state = _dashboards(request).state(_db(services), found, services.catalog)
     shown = view.exercises(services.book, found.exercises)
     context: dict[str, Any] = {
+        "cursor": cursor_of(asked),
         "roster": found,
         "shown": shown,
         "fails": fails,
@@ -104,8 +106,7 @@ def _context(
 def _stuck(
     found: Roster, state: CohortState, shown: list[view.Exercise], context: dict[str, Any]
 ) -> None:
-    """The cursor and the stuck list, read under the state's lock."""
-    context["cursor"] = cursor_of(state.cursor)
+    """The stuck list, read under the state's lock."""
     now = datetime.now(UTC)
     context["stuck"] = view.stuck(found, state, shown, now, context["fails"], context["minutes"])
 
@@ -150,8 +151,8 @@ def dashboard_updates(
     stuck_fails: Fails = view.STUCK_FAILS,
     stuck_minutes: Minutes = view.STUCK_MINUTES,
 ) -> Response:
-    """The cells changed since the cursor (and a little before it: a run written late can
-    carry an older time), the stuck list, and the summaries when any cell changed."""
+    """The cells changed since the cursor (and a little before it: another process may
+    have seen a run earlier), the stuck list, and the summaries when any cell changed."""
     try:
         found, state, shown, context = _context(
             request, services, cohort_id, user, stuck_fails, stuck_minutes

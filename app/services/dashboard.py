@@ -9,6 +9,10 @@ cells those runs belong to. A cursor is the newest `updated_at` seen; the query 
 seconds behind it (`OVERLAP`), since a run written in a transaction that committed late can
 carry an older time, and a run read twice changes nothing.
 
+A page's own cursor is the server's time when it asked; an update sends the cells this
+process refolded after that time less `OVERLAP` (another process may have taken a run in a
+moment earlier than this one did), so a change may come twice, never not at all.
+
 The roster (members, assignments) is read on every request, three small queries: a learner
 who joins or an assignment that changes its exercises starts the state afresh.
 """
@@ -220,6 +224,9 @@ class Cell:
     best_us: float | None = None
     # The latest moment its rank rose (the first run that reached its best rank).
     progressed_at: datetime | None = None
+    # When this process learned of its last change: a live update sends the cells seen after
+    # the page's cursor. Read in full, a cell counts as seen when its runs changed.
+    seen_at: datetime = EPOCH
 
     @property
     def key(self) -> str:
@@ -261,8 +268,11 @@ class CohortState:
     cells: dict[tuple[str, str], Cell] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def absorb(self, found: list[RunFact], problem_of: Mapping[str, ProblemSpec]) -> int:
+    def absorb(
+        self, found: list[RunFact], problem_of: Mapping[str, ProblemSpec], full: bool = False
+    ) -> int:
         """Take runs in; refold the cells whose runs changed. Returns how many cells did."""
+        now = datetime.now(UTC)
         touched = set()
         for f in found:
             pair = (f.user, f.cell)
@@ -273,7 +283,8 @@ class CohortState:
             if f.updated_at > self.cursor:
                 self.cursor = f.updated_at
         for pair in touched:
-            self.cells[pair] = fold_cell(self.facts[pair].values(), problem_of)
+            cell = self.cells[pair] = fold_cell(self.facts[pair].values(), problem_of)
+            cell.seen_at = cell.changed_at if full else now
         return len(touched)
 
     def cell(self, owner: str, exercise: str) -> Cell:
@@ -306,6 +317,7 @@ class Dashboards:
                 self._states.popitem(last=False)
         owners = [x.owner for x in found.learners]
         with state.lock:
-            since = None if state.cursor == EPOCH else state.cursor - OVERLAP
-            state.absorb(fetch_runs(db, owners, found.exercises, since), problem_of)
+            full = state.cursor == EPOCH
+            since = None if full else state.cursor - OVERLAP
+            state.absorb(fetch_runs(db, owners, found.exercises, since), problem_of, full)
         return state

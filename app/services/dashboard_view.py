@@ -109,12 +109,12 @@ def heatmap(roster: Roster, state: CohortState, shown: list[Exercise]) -> list[H
 def changed_cells(
     roster: Roster, state: CohortState, shown: list[Exercise], since: datetime
 ) -> list[HeatCell]:
-    """The cells whose runs changed after `since`."""
+    """The cells this process learned a change of after `since`."""
     by_owner = {x.owner: x for x in roster.learners}
     by_id = {e.id: e for e in shown}
     out = []
     for (owner, ex), cell in state.cells.items():
-        if cell.changed_at > since and owner in by_owner and ex in by_id:
+        if cell.seen_at > since and owner in by_owner and ex in by_id:
             out.append(heat_cell(by_owner[owner], by_id[ex], cell))
     return out
 

@@ -125,13 +125,15 @@ def test_cells_failures_stuck_times_and_updates(database_url: str) -> None:
 
         # A new run: the next read asks for changes only, and only its cell has changed.
         cursor = state.cursor
-        assert view.changed_cells(found, state, shown, cursor) == []
+        asked = datetime.now(UTC)
+        assert view.changed_cells(found, state, shown, cursor) == []  # read in full: as of then
         later = datetime.now(UTC) + timedelta(seconds=1)
         store(db, bo, correct_result(job(SAXPY), 50.0), later, cell=SAXPY)
         again = boards.state(db, found, CATALOG)
         assert again is state and state.cursor > cursor
-        changed = view.changed_cells(found, state, shown, cursor)
+        changed = view.changed_cells(found, state, shown, asked)
         assert [(c.id, c.key) for c in changed] == [(f"hm-{ids['bo']}-{SAXPY}", "tier")]
+        assert view.changed_cells(found, state, shown, datetime.now(UTC)) == []
 
         # A learner who joins starts the state afresh.
         with db.session() as s:
