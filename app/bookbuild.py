@@ -137,7 +137,8 @@ def static_cell(
     playground: str,
     refs: References | None = None,
 ) -> StaticCell:
-    source = problem.starter(spec.backend)
+    fix = spec.exercise if getattr(spec.exercise, "kind", None) == "fix" else None
+    source = fix.starter_text if fix else problem.starter(spec.backend)  # a fix: its wrong kernel
     # The editor's language, named as a chapter's fence would name it (`.cu` files are CUDA).
     lang = "cuda" if editor_language(spec.backend) == "cpp" else "python"
     return StaticCell(

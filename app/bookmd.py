@@ -27,6 +27,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from kplay.app.bookfront import BookError, FrontMatter, parse_front
+from kplay.app.services.exercisespec import is_exercise_key, parse_exercise
 from kplay.app.services.sourceview import source_href
 from kplay.kernels.problem import ProblemSpec
 
@@ -49,6 +50,8 @@ class CellSpec:
     chapter: str
     path: Path
     line: int
+    # The kind of exercise beyond "correct and fast" (app.services.exercisespec), if any.
+    exercise: Any = None
 
 
 @dataclass(frozen=True)
@@ -94,7 +97,7 @@ def parse_cell(
         # admonition would cut that block in two.
         raise BookError(path, start, "a kernel-cell must stand on its own, not inside a block")
     fields = parse_pairs(token.content, path, start + 1, "kernel-cell")
-    unknown = sorted(set(fields) - set(CELL_KEYS))
+    unknown = sorted(k for k in set(fields) - set(CELL_KEYS) if not is_exercise_key(k))
     if unknown:
         raise BookError(path, start, f"kernel-cell: unknown key(s) {unknown}; use {CELL_KEYS}")
     for key in ("id", "problem", "backend"):
@@ -129,7 +132,8 @@ def parse_cell(
             path, backend_line, f"kernel-cell {cell_id!r}: backend {backend!r} not in backends"
         )
     title = fields.get("title", ("", 0))[0] or None
-    return CellSpec(cell_id, slug, backend, backends, title, chapter, path, start)
+    exercise = parse_exercise(fields, path, start, cell_id, problem, backend, backends, problems)
+    return CellSpec(cell_id, slug, backend, backends, title, chapter, path, start, exercise)
 
 
 @lru_cache(maxsize=1)

@@ -30,6 +30,8 @@ class CellView:
     hints: list[str] = field(default_factory=list)
     # (queue slug, name) of GPU models a run may be sent to; empty unless two or more are up.
     devices: list[tuple[str, str]] = field(default_factory=list)
+    # Where the reader stands in an exercise of another kind (app.services.exercisekinds).
+    exercise_state: Any = None
 
     @property
     def data(self) -> dict[str, Any]:

@@ -11,9 +11,9 @@ from kplay.app.db.models import Run
 from kplay.app.services import history as hist
 from kplay.app.services.cards import RunCard, build_card
 from kplay.app.services.elsewhere import check_elsewhere
+from kplay.app.services.exercisekinds import ExerciseService, exercise_offers
 from kplay.app.services.gpu_picker import device_choices
 from kplay.app.services.livecard import live_card
-from kplay.app.services.problems import offers
 from kplay.app.services.records import age_s, is_final
 from kplay.app.services.runs import RunService
 
@@ -101,11 +101,12 @@ def cell_view(
         spec=spec,
         problem_title=problem.title,
         problem_summary=problem.summary,
-        offers=offers(problem, spec.backends),
+        offers=exercise_offers(problem, spec),  # a fix cell starts from its wrong kernel
         card=card,
         history=_history(svc, spec.id, runs, total),
         hints=list(problem.hints),
         devices=list(devices or []),
+        exercise_state=ExerciseService(svc).state(spec, user) if spec.exercise else None,
     )
 
 

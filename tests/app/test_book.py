@@ -311,7 +311,9 @@ def test_moving_the_chapters_kept_every_slug_and_cell_id() -> None:
     book = Book(Settings().book_dir, load_catalog())
     now = {c.slug: [cell.id for cell in c.cells] for c in book.chapters()}
     for slug, ids in IDS_BEFORE_THE_MOVE.items():
-        assert now.get(slug) == ids, f"chapter {slug}: cell ids {now.get(slug)} != {ids}"
+        # Every id is still there, in its order; cells added since may stand between them.
+        kept = [cell for cell in now.get(slug, []) if cell in ids]
+        assert kept == ids, f"chapter {slug}: cell ids {now.get(slug)} lack some of {ids}"
 
 
 def test_the_book_has_one_naming_scheme() -> None:
