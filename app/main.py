@@ -34,6 +34,7 @@ from kplay.app.routers import (
     source,
 )
 from kplay.app.routers import catalog as problem_pages
+from kplay.app.routers import exercisekinds as exercise_routes
 from kplay.app.routers import progress as progress_routes
 from kplay.app.routers import shared as share_routes
 from kplay.app.services.live import LiveSink
@@ -168,6 +169,8 @@ def create_app(
     app.include_router(account_routes.api_router)
     app.include_router(progress_routes.router)
     app.include_router(progress_routes.api_router)
+    app.include_router(exercise_routes.router)
+    app.include_router(exercise_routes.api_router)
     app.include_router(dashboard.router)
     _install_handlers(app)
     install_guards(app, settings)
