@@ -142,7 +142,7 @@ def describe(spec: Any) -> dict[str, Any]:
             quantity=ex.quantity,
             label=ex.label,
             unit=ex.unit,
-            tolerance=ex.tolerance.words if ex.tolerance else None,
+            tolerance=ex.tolerance_words or None,
             choices=[{"value": v, "label": w} for v, w in ex.choices],
         )
     elif isinstance(ex, ProfileExercise):

@@ -93,6 +93,18 @@ def shown(ex: PredictExercise, value: float | str | None) -> str:
     return f"{fmt_number(value)} {ex.unit}".strip()
 
 
+def _off_by(ex: PredictExercise, predicted: float, value: float) -> str:
+    """How far the prediction was from the measurement, in words."""
+    off = predicted - value
+    side = "above" if off > 0 else "below"
+    if ex.unit == "%":
+        gap = f"{fmt_number(abs(off))} percentage points {side} the measurement"
+    else:
+        share = f" ({100 * abs(off) / value:.0f}%)" if value else ""
+        gap = f"{fmt_number(abs(off))} {ex.unit}{share} {side} the measurement"
+    return f"{gap}; {ex.tolerance_words} counts"
+
+
 def fmt_number(value: float) -> str:
     return f"{value:.3g}" if abs(value) < 100 else f"{value:,.0f}"
 
@@ -309,9 +321,7 @@ class ExerciseService:
         else:
             assert ex.tolerance is not None and isinstance(value, float) and row.value is not None
             state.within = ex.tolerance.allows(row.value, value)
-            off = row.value - value
-            share = f" ({100 * off / value:+.0f}%)" if value else ""
-            state.note = f"off by {fmt_number(off)} {ex.unit}{share}; {ex.tolerance.words} counts"
+            state.note = _off_by(ex, row.value, value)
         return state
 
     # ------------------------------------------------------------ fix

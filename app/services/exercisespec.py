@@ -112,6 +112,17 @@ class PredictExercise:
         return QUANTITIES[self.quantity][1]
 
     @property
+    def tolerance_words(self) -> str:
+        """How far off a prediction may be, in words: "within 15 percentage points"."""
+        tol = self.tolerance
+        if tol is None:
+            return ""
+        if tol.relative:
+            return f"within {tol.value:g}% of the measured value"
+        unit = "percentage points" if self.unit == "%" else self.unit
+        return f"within {tol.value:g} {unit}"
+
+    @property
     def choices(self) -> list[tuple[str, str]]:
         return list(VERDICTS.items()) if self.quantity == "verdict" else []
 

@@ -12,7 +12,6 @@ from tests.browser.test_playground import (  # noqa: F401 - the module's fixture
     RUN_LIMIT_MS,
     _card_id,
     _csp_reports,
-    _wait_new_final_card,
     _watch_csp,
     browser,
     server,
@@ -57,7 +56,8 @@ def test_predict_then_run_grades_the_prediction_against_the_card(
     page.goto(f"{server}/book/p1/roofline")
     page.wait_for_selector(f"{PREDICT} .cm-editor")
     intro = page.locator(f"{PREDICT} [data-exercise='predict']")
-    assert "Predict, then run" in intro.inner_text()
+    assert "What share of the memory roof" in intro.inner_text()
+    assert "within 15 percentage points counts" in intro.inner_text()
     assert "No prediction yet" in page.locator(f"{PREDICT} [data-exercise-slot]").inner_text()
 
     # Run with no prediction: refused in words, nothing stored.
@@ -68,9 +68,16 @@ def test_predict_then_run_grades_the_prediction_against_the_card(
     assert "write your prediction before you run" in said
 
     page.fill(f"{PREDICT} input[name=prediction]", "40")
-    before = _card_id(page, PREDICT)
+    assert _card_id(page, PREDICT) is None  # the refusal's card, of no run
     page.click(f"{PREDICT} [data-run]")
-    _wait_new_final_card(page, PREDICT, before)
+    page.wait_for_function(
+        """sel => {
+            const card = document.querySelector(sel + ' [data-run-card]');
+            return card && card.dataset.runId && card.dataset.final === 'true';
+        }""",
+        arg=PREDICT,
+        timeout=RUN_LIMIT_MS,
+    )
     card = page.locator(f"{PREDICT} [data-run-card]")
     assert "Correct" in card.locator(".verdict").inner_text(), card.inner_text()
     run_id = str(card.get_attribute("data-run-id"))
