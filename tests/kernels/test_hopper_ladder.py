@@ -1,4 +1,4 @@
-"""The Hopper bf16 GEMM ladder (gemm_bf16_h1..h7 *.cu): hand-written TMA + wgmma kernels.
+"""The Hopper bf16 GEMM ladder (gemm_bf16_h1..h8 *.cu): hand-written TMA + wgmma kernels.
 
 Without a GPU every rung and every wrong rung is compiled through the engine exactly as a
 learner's cell is (arch=sm_90a from its launch line), and its SASS must hold what the rung
@@ -40,6 +40,7 @@ EXTRA = {
     "h5": {"setmaxnreg"},
     "h6": {"setmaxnreg", "cluster barrier", "DSMEM"},
     "h7": {"setmaxnreg", "cluster barrier", "DSMEM"},
+    "h8": {"setmaxnreg", "cluster barrier", "DSMEM", "UTMASTG"},
 }
 
 
@@ -57,7 +58,7 @@ def _compiled(kind: str, name: str) -> RunResult:
 
 
 def test_the_ladder_is_all_there() -> None:
-    assert [_rung(n) for n in RUNGS] == [f"h{i}" for i in range(1, 8)]
+    assert [_rung(n) for n in RUNGS] == [f"h{i}" for i in range(1, 9)]
     assert len(WRONG) >= 3
     assert "cuda" in get_problem("gemm_bf16").backends
 
@@ -76,7 +77,7 @@ def test_each_rung_compiles_to_wgmma_fed_by_tma(name: str) -> None:
     assert res.arch == "sm_90a" and res.spill_stores_bytes == 0
     opcodes = {i.opcode for i in instructions(comp.sass)}
     assert "HGMMA.64x256x16.F32.BF16" in opcodes, sorted(opcodes)
-    if _rung(name) in ("h6", "h7"):
+    if _rung(name) in ("h6", "h7", "h8"):
         assert "UTMALDG.2D.MULTICAST" in opcodes
     else:
         assert not any(op.endswith("MULTICAST") for op in opcodes)
@@ -112,8 +113,12 @@ def test_launch_lines_hold_on_every_case(name: str) -> None:
         assert spec.block[0] == threads
         assert spec.shared_mem_bytes <= SMEM_OPTIN_SM90 and spec.shared_mem_bytes % 1024 == 0
         maps = {m.name: m for m in spec.tensor_maps}
-        assert set(maps) == {"A", "B"}
+        # Rung 8 also writes C through a tensor map (its TMA-store epilogue).
+        assert set(maps) == ({"A", "B", "C"} if _rung(name) == "h8" else {"A", "B"})
         shapes = {"A": (params["M"], params["K"]), "B": (params["K"], params["N"])}
+        if "C" in maps:
+            shapes["C"] = (params["M"], params["N"])
+            assert maps["C"].box == (64, 32) and maps["C"].dtype == "float32"
         for array, shape in shapes.items():
             assert maps[array].swizzle == "128B"
             tma.check_spec(maps[array], shape)
