@@ -141,7 +141,28 @@ def _matrix_peaks(cap_s: float) -> tuple[dict[str, float], float]:
         stages.append(stage)
         del a, b, c
     torch.backends.cuda.matmul.allow_tf32 = False
+    fp8 = _fp8_peak(torch, size, cap_s)
+    if fp8 is not None:
+        out["fp8_tc_flops_per_s"] = flops / _seconds(fp8.median_us)
+        stages.append(fp8)
     return out, _spread(*stages)
+
+
+def _fp8_peak(torch: Any, size: int, cap_s: float) -> TimingStage | None:
+    """cuBLAS's FP8 GEMM (e4m3, bf16 out) through torch._scaled_mm with its fast
+    accumulation, the fastest FP8 mode; None where the device has no FP8 tensor cores."""
+    if torch.cuda.get_device_capability() < (8, 9) or not hasattr(torch, "_scaled_mm"):
+        return None
+    a = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn)
+    b = torch.randn(size, size, device="cuda").to(torch.float8_e4m3fn).t()  # column-major
+    one = torch.ones((), device="cuda")
+
+    def product() -> None:
+        torch._scaled_mm(
+            a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True
+        )
+
+    return timing.time_gpu(product, cap_s=cap_s)
 
 
 # ------------------------------------------------------------------ CPU

@@ -215,6 +215,7 @@ class Ceilings(_Model):
     fp16_tc_flops_per_s: float | None = None
     bf16_tc_flops_per_s: float | None = None
     tf32_tc_flops_per_s: float | None = None
+    fp8_tc_flops_per_s: float | None = None  # e4m3 x e4m3, fp32 accumulate (sm_89 and newer)
     measured_at: str | None = None
     notes: str | None = None
     # The calibration's own spread: the largest relative IQR (IQR / median) among the

@@ -22,7 +22,7 @@ from kplay.kernels import dtypes as _dtypes
 
 BACKEND_KEYS = ("cuda", "numba-cuda", "triton", "numba-cpu", "cutlass", "cute-dsl")
 DTYPES = _dtypes.NAMES
-CEILING_NAMES = ("fp32", "fp64", "fp16_tc", "bf16_tc", "tf32_tc")
+CEILING_NAMES = ("fp32", "fp64", "fp16_tc", "bf16_tc", "tf32_tc", "fp8_tc")
 SolutionKind = Literal["correct", "wrong", "cheating"]
 
 

@@ -35,6 +35,10 @@ DATASHEET: dict[str, dict[str, float]] = {
         copy=1.008 * T, fp32=82.6 * T, fp64=1.3 * T, fp16=165 * T, bf16=165 * T, tf32=82.6 * T
     ),
 }
+# FP8 tensor cores (e4m3, fp32 accumulate), where the device has them.
+FP8_DATASHEET = {"H200": 1979 * T, "H100 80GB HBM3": 1979 * T, "H100 PCIe": 1513 * T}
+for _name, _rate in FP8_DATASHEET.items():
+    DATASHEET[_name]["fp8"] = _rate
 
 CEILING_FIELDS = {
     "fp32": "fp32_flops_per_s",
@@ -42,6 +46,7 @@ CEILING_FIELDS = {
     "fp16_tc": "fp16_tc_flops_per_s",
     "bf16_tc": "bf16_tc_flops_per_s",
     "tf32_tc": "tf32_tc_flops_per_s",
+    "fp8_tc": "fp8_tc_flops_per_s",
 }
 CEILING_LABELS = {
     "fp32": "FP32",
@@ -49,6 +54,7 @@ CEILING_LABELS = {
     "fp16_tc": "FP16 tensor",
     "bf16_tc": "BF16 tensor",
     "tf32_tc": "TF32 tensor",
+    "fp8_tc": "FP8 tensor",
 }
 
 
@@ -106,6 +112,7 @@ def datasheet(device: str) -> Ceilings | None:
         fp16_tc_flops_per_s=figures.get("fp16"),
         bf16_tc_flops_per_s=figures.get("bf16"),
         tf32_tc_flops_per_s=figures.get("tf32"),
+        fp8_tc_flops_per_s=figures.get("fp8"),
         notes="vendor datasheet figures; run `kplay calibrate` to measure this device",
         memory_level="DRAM",
     )
