@@ -111,9 +111,9 @@ def test_every_kernel_file_the_chapters_name_is_shipped(chapters: dict[str, Chap
         for name in named.findall(_text(chapter)):
             assert name in shipped, f"{chapter.slug} names {name}, which no embedded problem ships"
     ladder = _text(chapters["hopper-gemm-ladder"])
-    rungs = sorted(p.name for p in (GEMM / "correct").glob("gemm_bf16_h[1-7]_*.cu"))
+    rungs = sorted(p.name for p in (GEMM / "correct").glob("gemm_bf16_h[0-9]_*.cu"))
     wrong = sorted(p.name for p in (GEMM / "wrong").glob("gemm_bf16_h3_*.cu"))
-    assert len(rungs) == 7 and len(wrong) == 4
+    assert len(rungs) >= 7 and len(wrong) == 4
     for name in rungs + wrong:
         assert f"`{name}`" in ladder, f"the ladder chapter does not name {name}"
 
@@ -233,6 +233,28 @@ def test_the_ladder_prose_quotes_the_recorded_runs(chapters: dict[str, Chapter])
         assert f"{a[f'h4@{size}']['percent_of_cublas']:.1f}" == rung_a
         assert f"{b[f'h4@{size}']['percent_of_cublas']:.1f}" == rung_b
     assert "(93.8% and 91.1%)" in flat and "93.9% of cuBLAS at 4096³ and 91.5% at 8192³" in flat
+
+
+def test_rung_8_is_quoted_from_its_h100_run_and_only_from_it(chapters: dict[str, Chapter]) -> None:
+    text, flat = _text(chapters["hopper-gemm-ladder"]), _flat(chapters["hopper-gemm-ladder"])
+    name = "hopper_ladder_h100_h7h8.json"
+    data = json.loads((RESULTS / name).read_text())
+    assert data["meta"]["device"].startswith("NVIDIA H100") and f"`bench/results/{name}`" in text
+    rows = data["rows"]
+    for key, label in (("cublas", "cuBLAS alone"), ("h7", "h7, register epilogue"),
+                       ("h8", "h8, TMA-store epilogue")):  # fmt: skip
+        cells = []
+        for size in (4096, 8192):
+            rec = rows[f"{key}@{size}"]
+            share = "—" if key == "cublas" else f"{rec['percent_of_cublas']:.1f}"
+            cells += [f"{rec['median_us']:.1f}", share]
+        assert f"| {label} | {' | '.join(cells)} |" in text, label
+    gains = [rows[f"h8@{n}"]["percent_of_cublas"] - rows[f"h7@{n}"]["percent_of_cublas"]
+             for n in (4096, 8192)]  # fmt: skip
+    assert f"worth {gains[0]:.1f} points at 4096³ and {gains[1]:.1f} at 8192³" in flat
+    h200 = {k for f in RESULTS.glob("hopper_ladder_h200*.json") for k in _rows(f.name)}
+    assert not any(k.startswith("h8@") for k in h200), "rung 8 was measured on the H200: say so"
+    assert "Rung 8 has not been measured on the H200" in flat
 
 
 def test_the_ladder_arithmetic_follows_from_the_kernels(chapters: dict[str, Chapter]) -> None:
