@@ -2,7 +2,8 @@
 
 A warm evaluator keeps what it compiled or loaded, by backend, source hash and kernel
 name, so a repeated run skips the compiler; a GPU kernel loaded from a box's artefact is
-launched again without asking any box.
+launched again without asking any box; a host kernel (numba-cpu) is called again in the
+box that compiled it, when the worker gives a job that box again (workers/learner.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from cachetools import LRUCache
 
 from kplay.kernels.backends.base import ArrayKind, Backend, Capability, CompiledKernel
 from kplay.kernels.models import CompileStage, Diagnostic
-from kplay.kernels.remote import ArtifactKernel, BoxClient
+from kplay.kernels.remote import ArtifactKernel, BoxClient, HostCall
 
 # Re-running the same source in a warm worker skips the compiler (and the JIT).
 _COMPILED: LRUCache[tuple[str, str, str], tuple[CompileStage, CompiledKernel | None]] = LRUCache(
@@ -50,7 +51,13 @@ def compile_boxed(
         if hit is not None and isinstance(hit[1], ArtifactKernel):
             hit[1].rebind(box)
             return hit[0].model_copy(deep=True), hit[1]
+    else:
+        kept = box.kept_kernel(key)
+        if kept is not None:
+            return kept
     stage, kernel = box.compile(backend, source, kernel_name, export=export)
     if isinstance(kernel, ArtifactKernel) and stage.ok:
         _COMPILED[key] = (stage.model_copy(deep=True), kernel)
+    elif isinstance(kernel, HostCall) and stage.ok:
+        box.kept[key] = (stage.model_copy(deep=True), kernel)
     return stage, kernel

@@ -1,7 +1,8 @@
 """The learner's box: `python -m kplay.kernels.learnerbox FD`. Learner code runs here only.
 
-One box serves one job, then exits. The trusted evaluator (kernels.evaluate, in another
-process) asks it, over the socket FD (kernels.boxwire), to:
+One box serves one job, or the same learner's runs of the same source one after the
+other (workers/learner.py says when), then exits. The trusted evaluator
+(kernels.evaluate, in another process) asks it, over the socket FD (kernels.boxwire), to:
 
 - `load` the learner's source for a backend: import it (its top-level code runs here),
   compile it, and answer with the compile stage and the kernel's parameter names. In
@@ -9,7 +10,8 @@ process) asks it, over the socket FD (kernels.boxwire), to:
   evaluator loads and launches itself; in `host` mode (numba-cpu, Numba's CUDA simulator,
   Triton's interpreter) the box keeps the function and `call`s it on arrays in shared
   memory the evaluator owns (kernels.shm), while the evaluator's clock times the call.
-- `segments`: map the shared-memory segments whose descriptors come with the message.
+- `segments`: map the shared-memory segments whose descriptors come with the message
+  (and unmap the ones it names as dropped: a warm evaluator recycles its segments).
 - `report`: what a lazy JIT learned at its first launch.
 
 Everything here is untrusted once learner code has run: the evaluator checks every
@@ -86,6 +88,9 @@ class _Box:
             for fd in fds:
                 os.close(fd)
             return _error("protocol", "segment list and descriptors disagree")
+        for ident in message.get("drop", []):
+            self.segments.drop(int(ident))
+            self._calls.clear()  # its arrays would keep the dropped pages mapped
         for (ident, size), fd in zip(items, fds, strict=True):
             self.segments.add(int(ident), int(size), fd)
         return {"ok": True}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -57,19 +58,41 @@ class LearnerException(Exception):
 
 
 class BoxClient:
-    def __init__(self, wire: Wire) -> None:
+    """One box, seen from the evaluator.
+
+    `arena`: the shared memory the box's arrays live in. A worker's evaluator passes its
+    own, kept from job to job and box to box (kernels.shm); without one the client makes
+    one and closes it with itself. `kept`: the host kernels this box loaded, by backend,
+    source hash and kernel name, for a later job of the same learner and source that the
+    worker gives the same box (workers/learner.py): it calls the function the box already
+    compiled instead of loading the source again.
+    """
+
+    def __init__(self, wire: Wire, arena: SharedArena | None = None) -> None:
         self.wire = wire
-        self.used = False  # learner code reached the box: it cannot serve another job
-        self.arena: SharedArena | None = None
+        self.used = False  # learner code reached the box
+        self.arena = arena
+        self._own_arena = arena is None
+        self.kept: dict[tuple[str, str, str], tuple[CompileStage, HostCall]] = {}
+        if arena is not None:
+            arena.new_box()
 
     @classmethod
-    def from_fd(cls, fd: int) -> BoxClient:
-        return cls(Wire.from_fd(fd))
+    def from_fd(cls, fd: int, arena: SharedArena | None = None) -> BoxClient:
+        return cls(Wire.from_fd(fd), arena)
+
+    def idle_bytes(self) -> bool:
+        """Whether the box wrote while no request was out: it is not to be trusted again."""
+        try:
+            return bool(select.select([self.wire.sock], [], [], 0)[0])
+        except (OSError, ValueError):
+            return True
 
     def close(self) -> None:
-        if self.arena is not None:
+        if self.arena is not None and self._own_arena:
             self.arena.close()
-            self.arena = None
+        self.arena = None
+        self.kept.clear()
         self.wire.close()
 
     def request(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
@@ -123,6 +146,16 @@ class BoxClient:
         self.arena.on_new = kernel.hand_segments
         return stage, kernel
 
+    def kept_kernel(self, key: tuple[str, str, str]) -> tuple[CompileStage, HostCall] | None:
+        """A host kernel this box loaded for an earlier job, ready for this one."""
+        hit = self.kept.get(key)
+        if hit is None or self.arena is None:
+            return None
+        stage, kernel = hit
+        kernel.for_next_job()
+        self.arena.on_new = kernel.hand_segments
+        return stage.model_copy(deep=True), kernel
+
 
 def spawn_plain_box() -> tuple[BoxClient, subprocess.Popen[bytes]]:
     """An unconfined box, for trusted callers (tests, benchmarks).
@@ -159,8 +192,16 @@ class HostCall(CompiledKernel):
     def parameters(self) -> list[str] | None:
         return self._params
 
+    def for_next_job(self) -> None:
+        """A later job on the same box: the last job's arrays and requests are gone."""
+        self._bodies.clear()
+
     def hand_segments(self) -> None:
-        """Give the box every segment it lacks (it maps them, page tables and all)."""
+        """Give the box every segment it lacks (it maps them, page tables and all), and
+        tell it which of those it has the evaluator closed."""
+        dropped = self.arena.take_dropped()
+        if dropped:
+            self.client.request({"op": "segments", "items": [], "drop": dropped}, [])
         new = self.arena.take_unsent()
         for at in range(0, len(new), MAX_FDS):
             batch = new[at : at + MAX_FDS]

@@ -4,7 +4,16 @@ The evaluator makes every host array a backend launches on in a segment of its o
 anonymous `memfd`), hands the box each new segment's descriptor once, and from then on
 names an argument by (segment, offset, dtype, shape, strides). The box maps the same
 pages: what the learner's function writes is what the evaluator checks, with no copy in
-either direction. Segments live until the arena closes at the end of the job.
+either direction.
+
+A warm evaluator keeps one arena from job to job: at a job's end its segments are
+recycled (`recycle`), and a later allocation of the same page-rounded size takes one
+back instead of a new memfd, so its pages are touched once per evaluator rather than
+once per job (a first touch costs 200-300 MB/s on a small VM, bench/RESULTS.md). A
+recycled segment is written in full before any box is given it: the array over its
+whole length, the rest of its last page zeroed. A new box (`new_box`) is given only
+the segments of the job at hand, never a recycled one that no allocation took, and an
+array outside those (a stale one of an earlier job) cannot be named in a launch.
 """
 
 from __future__ import annotations
@@ -20,6 +29,8 @@ import numpy as np
 
 _PAGE = mmap.PAGESIZE
 _POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+# Recycled segments kept beyond this many bytes are closed, oldest first.
+RECYCLE_BYTES = 1 << 30
 
 
 @dataclass
@@ -44,13 +55,17 @@ class SharedArena:
         self.on_new: Callable[[], None] | None = None
         self._segments: dict[int, _Segment] = {}
         self._starts: list[tuple[int, int]] = []  # (address, ident), sorted
-        self._unsent: list[int] = []
+        self._live: dict[int, None] = {}  # the job's segments, in the order they came
+        self._free: dict[int, list[int]] = {}  # recycled segments by size, oldest first
+        self._sent: set[int] = set()  # segments the current box has mapped
+        self._dropped: list[int] = []  # closed here, still mapped by the current box
         self._next = 1
+        self.reused = 0  # allocations served by a recycled segment, for benchmarks
 
     def alloc_copy(self, host: np.ndarray) -> np.ndarray:
-        """A copy of `host` (C-contiguous) in a new segment."""
+        """A copy of `host` (C-contiguous) in a segment of its own."""
         host = np.ascontiguousarray(host)
-        seg = self._new_segment(max(host.nbytes, 1))
+        seg = self._segment_for(max(host.nbytes, 1))
         out = np.ndarray(host.shape, dtype=host.dtype, buffer=seg.mm, offset=0)
         out[...] = host
         if self.on_new is not None:
@@ -58,18 +73,30 @@ class SharedArena:
         return out
 
     def alloc_full(self, shape: tuple[int, ...], dtype: np.dtype, value: float | int) -> np.ndarray:
-        """A new segment holding an array of `shape` filled with `value` (no host copy)."""
+        """A segment of its own holding an array of `shape` filled with `value`."""
         dtype = np.dtype(dtype)
         count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        seg = self._new_segment(max(count * dtype.itemsize, 1))
+        seg = self._segment_for(max(count * dtype.itemsize, 1))
         out = np.ndarray(shape, dtype=dtype, buffer=seg.mm, offset=0)
         out.fill(value)
         if self.on_new is not None:
             self.on_new()
         return out
 
-    def _new_segment(self, nbytes: int) -> _Segment:
+    def _segment_for(self, nbytes: int) -> _Segment:
+        """A recycled segment of the right size (its tail past `nbytes` zeroed), else a new one."""
         size = -(-nbytes // _PAGE) * _PAGE
+        spare = self._free.get(size)
+        if not spare:
+            seg = self._new_segment(size)
+        else:
+            seg = self._segments[spare.pop(0)]
+            seg.raw[nbytes:] = 0  # the caller writes [0, nbytes)
+            self.reused += 1
+        self._live[seg.ident] = None
+        return seg
+
+    def _new_segment(self, size: int) -> _Segment:
         fd = os.memfd_create(f"kplay-arg-{self._next}", os.MFD_CLOEXEC)
         try:
             os.ftruncate(fd, size)
@@ -81,14 +108,48 @@ class SharedArena:
         self._next += 1
         self._segments[seg.ident] = seg
         bisect.insort(self._starts, (seg.address, seg.ident))
-        self._unsent.append(seg.ident)
         return seg
 
     def take_unsent(self) -> list[tuple[int, int, int]]:
-        """(ident, size, fd) of every segment the box has not been given yet."""
-        out = [(i, self._segments[i].size, self._segments[i].fd) for i in self._unsent]
-        self._unsent = []
+        """(ident, size, fd) of every segment of this job the box has not been given yet."""
+        new = [i for i in self._live if i not in self._sent]
+        self._sent.update(new)
+        return [(i, self._segments[i].size, self._segments[i].fd) for i in new]
+
+    def take_dropped(self) -> list[int]:
+        """Segments closed here that the current box still maps: it should let them go."""
+        out, self._dropped = self._dropped, []
         return out
+
+    def recycle(self) -> None:
+        """The job is over: its segments wait for the next job's allocations of their size."""
+        for ident in self._live:
+            self._free.setdefault(self._segments[ident].size, []).append(ident)
+        self._live.clear()
+        kept = sum(self._segments[i].size for idents in self._free.values() for i in idents)
+        while kept > RECYCLE_BYTES:
+            size = max(self._free, key=lambda s: s * len(self._free[s]))
+            ident = self._free[size].pop(0)
+            if not self._free[size]:
+                del self._free[size]
+            kept -= size
+            self._forget(ident)
+
+    def new_box(self) -> None:
+        """A new box maps nothing yet: each segment of the job is handed over on first use."""
+        self._sent.clear()
+        self._dropped.clear()
+
+    def _forget(self, ident: int) -> None:
+        seg = self._segments.pop(ident)
+        self._starts.remove((seg.address, ident))
+        try:
+            os.close(seg.fd)
+        except OSError:
+            pass
+        if ident in self._sent:
+            self._sent.discard(ident)
+            self._dropped.append(ident)
 
     def locate(self, array: Any) -> dict[str, Any]:
         """Where a NumPy array or a CPU torch tensor of this arena lives."""
@@ -103,6 +164,8 @@ class SharedArena:
         if pos < 0:
             raise ValueError("the array is not in shared memory")
         start, ident = self._starts[pos]
+        if ident not in self._live:
+            raise ValueError("the array is not in a shared segment of this job")
         seg = self._segments[ident]
         lowest, highest = 0, array.itemsize
         for n, stride in zip(array.shape, array.strides, strict=True):
@@ -127,6 +190,8 @@ class SharedArena:
                 pass
         self._segments.clear()
         self._starts.clear()
+        self._live.clear()
+        self._free.clear()
 
 
 class MappedSegments:
@@ -141,6 +206,10 @@ class MappedSegments:
             self._maps[ident] = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _POPULATE)
         finally:
             os.close(fd)
+
+    def drop(self, ident: int) -> None:
+        """Unmap a segment the evaluator closed (arrays over it keep it until they go)."""
+        self._maps.pop(ident, None)
 
     def array(self, where: dict[str, Any]) -> np.ndarray:
         mm = self._maps[int(where["seg"])]

@@ -99,48 +99,68 @@ def main(argv: list[str] | None = None) -> None:
             return
         box = boxes.for_job(message.get("box"))
         payload, leave = _run_one(conn, loaded, message["job"], nonce, limits, home, box)
-        used = boxes.after_job()
+        used, kept = boxes.after_job()
         _flush_all()
         reply = {"type": "result", "nonce": nonce, "result": payload, "exit": leave}
         if message.get("box") is not None:
             reply["box_used"] = used
+            reply["box_kept"] = kept
         _send(conn, reply)
         if leave:
             return
 
 
 class _Boxes:
-    """The learner's boxes the parent hands over, one socket each, on the carrier socket."""
+    """The learner's boxes the parent hands over, one socket each, on the carrier socket.
+
+    The parent says for each job whether it runs in a new box or the one this process
+    holds ("same"): a box no learner code reached, or one the same learner's run of the
+    same source used (workers/learner.py). A box is let go only when the next one comes.
+    One shared-memory arena serves every box (kernels.shm), its segments recycled after
+    each job.
+    """
 
     def __init__(self, fd: Any) -> None:
         self.carrier = socket.socket(fileno=int(fd)) if isinstance(fd, int) else None
         self.client: Any = None
+        self.arena: Any = None
 
     def for_job(self, which: Any) -> Any:
         if self.carrier is None or which not in ("new", "same"):
             return None
         if which == "same" and self.client is None:
             raise RuntimeError("the parent named a box this process does not hold")
+        if which == "same" and self.client.idle_bytes():
+            # Written while no request was out: nothing it says can be matched to a request.
+            raise RuntimeError("the learner's box wrote between jobs")
         if which == "new":
             from kplay.kernels.remote import BoxClient
+            from kplay.kernels.shm import SharedArena
 
             if self.client is not None:
                 self.client.close()
+                self.client = None
             _, fds, _, _ = socket.recv_fds(self.carrier, 1, 1)
             if len(fds) != 1:
                 raise RuntimeError("the parent sent no box with the job")
-            self.client = BoxClient.from_fd(fds[0])
+            if self.arena is None:
+                self.arena = SharedArena()
+            self.client = BoxClient.from_fd(fds[0], self.arena)
         return self.client
 
-    def after_job(self) -> bool:
-        """Whether learner code reached the box; a used box is closed (the parent ends it)."""
+    def after_job(self) -> tuple[bool, bool]:
+        """(learner code reached the box, this process can go on with it); the job's
+        segments wait for the next job."""
+        if self.arena is not None:
+            self.arena.recycle()
         if self.client is None:
-            return False
+            return False, False
         used = bool(self.client.used)
-        if used:
+        if self.client.idle_bytes():  # more than its answers: it serves no other job
             self.client.close()
             self.client = None
-        return used
+            return used, False
+        return used, True
 
 
 def _warm(loaded: _Loaded, warm: bool) -> str | None:

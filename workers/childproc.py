@@ -153,7 +153,7 @@ class Child:
         """Run one job to a final result; never raises for anything the job does."""
         if self.learner is not None:
             with contextlib.suppress(OSError):  # a box that never got ready fails the job
-                self.learner.wait_ready(self.limits.start_timeout_s)
+                self.learner.wait_ready(self.limits.start_timeout_s, job)
         self._truncate_output()
         self._used_at_start = self.box.begin_job(self.limits.memory_bytes)
         start = time.monotonic()
@@ -162,12 +162,13 @@ class Child:
         nonce = secrets.token_hex(16)
         message: dict[str, Any] = {"type": "job", "job": job.model_dump(mode="json")}
         message["nonce"] = nonce
-        self.box_used = True  # unless the child says its box stayed untouched
+        self.box_used, self.box_kept = True, False  # unless the child says otherwise
         self._phase: RunState | None = None  # the job's last phase, from its events
         try:
             if self.learner is not None and self._carrier is not None:
                 ahead = start_ahead(job)
-                message["box"] = "new" if self.learner.hand_over(self._carrier, ahead) else "same"
+                new = self.learner.hand_over(self._carrier, ahead, job)
+                message["box"] = "new" if new else "same"
             self._send(message)
             result = self._follow(job, nonce, on_event, start)
         except _Stop as stop:
@@ -175,7 +176,8 @@ class Child:
         except OSError as exc:
             result = failure_result(job, f"the learner's box could not be handed over: {exc}")
         if self.learner is not None:
-            result = self.learner.after_job(result, self.box_used or self.exited())
+            kept = self.box_kept and not self.exited()
+            result = self.learner.after_job(result, self.box_used or self.exited(), job, kept)
         # Nothing a job started outlives it: compilers, background processes, daemons.
         if not self.exited():
             self.box.sweep()
@@ -197,6 +199,7 @@ class Child:
                     if message["exit"]:
                         self.healthy = False  # poisoned: this child must not run another job
                     self.box_used = message.get("box_used") is not False
+                    self.box_kept = message.get("box_kept") is True
                     result = self._parse_result(job, message["result"])
                     if self.wrote_between_jobs():
                         # More after its one result: nothing of it may reach the next job.

@@ -12,6 +12,7 @@ GPU kernel the child had already loaded) serves the next job too.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import select
@@ -81,6 +82,22 @@ def _box_env() -> dict[str, str]:
     return {"NUMBA_ENABLE_CUDASIM": flag, "TRITON_INTERPRET": flag}
 
 
+# A box serves this many runs at most; it ends once its processes used this share of the
+# per-job CPU budget (Limits.cpu_seconds), so a kept box always has most of it left.
+MAX_RUNS = 100
+CPU_SHARE = 0.25
+# The verdicts after which a box may serve the same learner's same source again.
+_REUSABLE = frozenset({RunState.done, RunState.wrong})
+
+
+def reuse_key(job: RunJob) -> tuple[str, str, str] | None:
+    """What a kept box must have run before to serve `job`: its learner, backend and
+    source; None for a job that needs a fresh box (no learner named, or a profile)."""
+    if not job.user or job.mode not in ("full", "check"):
+        return None
+    return (job.user, job.backend, hashlib.sha256(job.source.encode()).hexdigest())
+
+
 def times_on_host(job: RunJob) -> bool:
     """Whether the job times a kernel on this host's CPUs (numba-cpu, a full run)."""
     return job.backend == "numba-cpu" and job.mode == "full"
@@ -100,6 +117,8 @@ class _Started:
     home: Path
     unsent: socket.socket | None  # the evaluator's end, until it is handed over
     ready: int | None  # the box writes one byte here once its imports are done
+    key: tuple[str, str, str] | None = None  # the runs it may serve, once learner code ran
+    runs: int = 0
 
     def alive(self) -> bool:
         return self.box.proc.poll() is None
@@ -167,19 +186,22 @@ class LearnerSlot:
             os.close(ready_write)
         return _Started(box, home, ours, ready_read)
 
-    def _next(self) -> _Started | None:
-        """The box the next job will use: the child's own while it lives, else a fresh one."""
-        if self.current is not None and self.current.alive():
-            return None
+    def _next(self, job: RunJob | None) -> _Started | None:
+        """The box the next job will use: the child's own while it lives and may serve
+        `job` (untouched by learner code, or kept for this run), else a fresh one."""
+        current = self.current
+        if current is not None and current.alive():
+            if current.key is None or (job is not None and current.key == reuse_key(job)):
+                return None
         self.start()
         return self.waiting
 
-    def wait_ready(self, timeout_s: float) -> None:
+    def wait_ready(self, timeout_s: float, job: RunJob | None = None) -> None:
         """Wait until the next job's box has done its imports, so no job's clock counts them.
 
         Raises OSError when it does not get there (it died, or took too long).
         """
-        started = self._next()
+        started = self._next(job)
         if started is None or started.ready is None:
             return
         ready, started.ready = started.ready, None
@@ -191,12 +213,14 @@ class LearnerSlot:
         finally:
             os.close(ready)
 
-    def hand_over(self, carrier: socket.socket, ahead: bool = True) -> bool:
+    def hand_over(
+        self, carrier: socket.socket, ahead: bool = True, job: RunJob | None = None
+    ) -> bool:
         """Send a fresh box's end to the child; False when the child keeps the one it has.
 
         With `ahead`, the next box starts at once (see the class).
         """
-        started = self._next()
+        started = self._next(job)
         if started is None:
             return False
         if self.current is not None:
@@ -210,8 +234,11 @@ class LearnerSlot:
             self.start()
         return True
 
-    def after_job(self, result: RunResult, used: bool) -> RunResult:
-        """A box that ran learner code serves no other job: end it, have the next ready.
+    def after_job(
+        self, result: RunResult, used: bool, job: RunJob | None = None, kept: bool = False
+    ) -> RunResult:
+        """A box that ran learner code serves no other job but the same learner's same
+        source (`kept`: the child can go on with it); else end it, have the next ready.
 
         A job that lost its box learns here how the box ended, which only this side sees.
         """
@@ -219,12 +246,26 @@ class LearnerSlot:
             said = self.death_message()
             if said is not None:
                 result = result.model_copy(update={"message": said})
-        if used and self.current is not None:
-            self.current.end()
-            self.current = None
-        if self.current is None:
+        current = self.current
+        if used and current is not None:
+            key = reuse_key(job) if job is not None and kept else None
+            if key is not None and result.state in _REUSABLE and self._may_serve(current, key):
+                current.key, current.runs = key, current.runs + 1
+            else:
+                current.end()
+                self.current = None
+        if self.current is None or self.current.key is not None:
             self.start()
         return result
+
+    def _may_serve(self, started: _Started, key: tuple[str, str, str]) -> bool:
+        """Whether a box that ran learner code may serve another run of `key`."""
+        if not started.alive() or started.runs + 1 >= MAX_RUNS:
+            return False
+        if started.key is not None and started.key != key:
+            return False  # cannot happen: a kept box serves its own key only
+        budget = self.limits.cpu_seconds
+        return budget is None or started.box.usage().cpu_s < CPU_SHARE * budget
 
     def death_message(self) -> str | None:
         """How the child's box ended, in words, when it ended on its own (a crash, an exit)."""
