@@ -17,6 +17,7 @@ from slowapi import Limiter
 from kplay.app.readers import ReaderSessions
 from kplay.app.services.access import Viewer
 from kplay.app.services.accounts import Accounts, viewer_of
+from kplay.app.services.cohorts import Teaching
 
 FORM_SALT = "kplay.account-form"
 # A form's token outlives a long pause on the page, not a day.
@@ -59,6 +60,8 @@ def viewer(request: Request) -> Viewer:
         account = readers.account(request)
         user = accounts_of(request).get(account) if account is not None else None
         result = viewer_of(user) if user is not None else Viewer(readers.user(request))
+    if result.role == "instructor" and result.account_id is not None:
+        result.teaching = Teaching(request.app.state.services.db, result.account_id)
     request.state.viewer = result
     return result
 

@@ -34,6 +34,8 @@ from kplay.app.routers import (
     source,
 )
 from kplay.app.routers import catalog as problem_pages
+from kplay.app.routers import cohorts as cohort_pages
+from kplay.app.routers import cohorts_api
 from kplay.app.routers import exercisekinds as exercise_routes
 from kplay.app.routers import progress as progress_routes
 from kplay.app.routers import shared as share_routes
@@ -169,6 +171,8 @@ def create_app(
     app.include_router(account_routes.api_router)
     app.include_router(progress_routes.router)
     app.include_router(progress_routes.api_router)
+    app.include_router(cohort_pages.router)
+    app.include_router(cohorts_api.api_router)
     app.include_router(exercise_routes.router)
     app.include_router(exercise_routes.api_router)
     app.include_router(dashboard.router)

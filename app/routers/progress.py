@@ -8,6 +8,7 @@ sources.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -16,7 +17,8 @@ from fastapi.responses import HTMLResponse, Response
 from kplay.app.deps import ServicesDep, UserDep
 from kplay.app.render import error_page, render
 from kplay.app.routers.api import errors
-from kplay.app.services import leaderboards, progressview
+from kplay.app.services import cohorts, leaderboards, progressview
+from kplay.app.services.access import Viewer
 from kplay.app.services.boardnames import names_key
 from kplay.app.services.problems import backend_title
 from kplay.app.sessionkey import session_secret
@@ -27,6 +29,7 @@ api_router = APIRouter(prefix="/api/v1", tags=["api"])
 # A filter's value: printable, and short (PostgreSQL refuses a NUL in text).
 FILTER = r"^[^\x00-\x1f\x7f]*$"
 Filter = Annotated[str | None, Query(max_length=200, pattern=FILTER)]
+CohortFilter = Annotated[int | None, Query(ge=1, le=cohorts.MAX_ID)]
 
 
 def _db(services: ServicesDep) -> Any:
@@ -74,11 +77,21 @@ def _board(
     device: str | None,
     case: str | None,
     backend: str | None,
+    cohort: int | None = None,
 ) -> leaderboards.Board:
     problem = services.catalog.get(slug)
     if problem is None:
         raise HTTPException(status_code=404, detail=f"unknown problem {slug!r}")
-    return leaderboards.leaderboard(
+    group, owners = None, None
+    if cohort is not None:  # its members' runs, for its members and instructors only
+        store = cohorts.Cohorts(_db(services))
+        viewer = user if isinstance(user, Viewer) else Viewer(user)
+        try:
+            group = store.view(viewer, cohort)
+        except cohorts.CohortError as exc:
+            raise HTTPException(status_code=exc.status, detail=exc.message) from None
+        owners = store.member_owners(cohort)
+    board = leaderboards.leaderboard(
         _db(services),
         problem,
         _key(request, services),
@@ -86,7 +99,11 @@ def _board(
         device=device or None,
         case=case or None,
         backend=backend or None,
+        owners=owners,
     )
+    if group is None:
+        return board
+    return replace(board, cohort=group.id, cohort_name=group.name)
 
 
 @router.get("/leaderboards/{slug}", response_class=HTMLResponse)
@@ -98,10 +115,13 @@ def leaderboard(
     device: Filter = None,
     case: Filter = None,
     backend: Filter = None,
+    cohort: CohortFilter = None,
 ) -> Response:
     try:
-        board = _board(request, services, user, slug, device, case, backend)
+        board = _board(request, services, user, slug, device, case, backend, cohort)
     except HTTPException as exc:
+        if exc.status_code == 404 and str(exc.detail).startswith("no cohort"):
+            return error_page(request, services, 404, f"There is {exc.detail}.")
         return error_page(request, services, exc.status_code, f"There is no problem {slug!r}.")
     return render(request, services, "leaderboard.html", page=board, backend_title=backend_title)
 
@@ -115,7 +135,8 @@ def leaderboard(
     "without `device` and `case` the one with the most entrants is shown); `backend` narrows "
     "it to one backend. Each reader's best run, fastest median first, ties to the earlier "
     "submission. Rows carry a public name, never a run id or source. `mine` marks the "
-    "asker's own row, which is included even below the first 100.",
+    "asker's own row, which is included even below the first 100. `cohort` narrows it to a "
+    "cohort's members, for its members and instructors only (404 for anyone else).",
     responses=errors(404, 422),
 )
 def leaderboard_api(
@@ -126,5 +147,6 @@ def leaderboard_api(
     device: Filter = None,
     case: Filter = None,
     backend: Filter = None,
+    cohort: CohortFilter = None,
 ) -> dict[str, Any]:
-    return _board(request, services, user, slug, device, case, backend).public()
+    return _board(request, services, user, slug, device, case, backend, cohort).public()

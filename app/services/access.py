@@ -6,13 +6,15 @@ that started it) and by an admin. A request for a run the viewer may not read is
 exactly like one for a run that does not exist (404, "no run ..."), so run ids cannot be
 probed.
 
-Cohorts come later: a cohort's instructors will read their learners' runs, and that rule
-belongs in `_teaches` below, and nowhere else.
+A cohort's instructors read their learners' runs: that rule is `_teaches` below, and
+nowhere else. It asks the viewer's `teaching` lookup (app.services.cohorts.Teaching, given to
+an instructor's Viewer by app.accounts.viewer), which remembers its answers for the request.
 """
 
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 
 from kplay.app.db.models import Run
 
@@ -31,6 +33,8 @@ class Viewer(str):
     role: str | None
     email: str | None
     display_name: str | None
+    # Whether this viewer teaches a given owner; None: teaches no one (not an instructor).
+    teaching: Callable[[str], bool] | None
 
     def __new__(
         cls,
@@ -43,6 +47,7 @@ class Viewer(str):
         viewer = super().__new__(cls, owner)
         viewer.account_id, viewer.role = account_id, role
         viewer.email, viewer.display_name = email, display_name
+        viewer.teaching = None
         return viewer
 
     @property
@@ -55,11 +60,9 @@ def _role(viewer: str) -> str | None:
 
 
 def _teaches(viewer: str, owner: str) -> bool:
-    """Whether `viewer` is an instructor of a cohort that `owner` learns in.
-
-    The instructor rule's one place: cohorts do not exist yet, so no one teaches anyone.
-    """
-    return False
+    """Whether `viewer` is an instructor member of a cohort where `owner` is a learner."""
+    teaching = viewer.teaching if isinstance(viewer, Viewer) else None
+    return teaching is not None and teaching(owner)
 
 
 def can_read(run: Run, viewer: str) -> bool:

@@ -19,6 +19,7 @@ and the result's fields as filters: see docs/progress.md for what an index on
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -84,6 +85,9 @@ class Board:
     choices: list[Choice]
     rows: list[BoardRow] = field(default_factory=list)
     entrants: int = 0
+    # A cohort's board (?cohort=<id>): its members' runs only.
+    cohort: int | None = None
+    cohort_name: str | None = None
 
     @property
     def backends(self) -> tuple[str, ...]:
@@ -98,6 +102,7 @@ class Board:
             "device": self.device,
             "case": self.case,
             "backend": self.backend,
+            "cohort": self.cohort,
             "entrants": self.entrants,
             "boards": [
                 {
@@ -112,10 +117,14 @@ class Board:
         }
 
 
-def _counted(slug: str) -> list[ColumnElement[bool]]:
-    """The rows a board looks at: `slug`'s done runs, profile runs aside (`state` is indexed);
-    which of them are verified and timed is read from their results."""
-    return [Run.state == "done", Run.problem == slug, Run.profile_of.is_(None)]
+def _counted(slug: str, owners: Collection[str] | None = None) -> list[ColumnElement[bool]]:
+    """The rows a board looks at: `slug`'s done runs, profile runs aside (`state` is indexed),
+    of `owners` only where given (a cohort's board); which of them are verified and timed is
+    read from their results."""
+    where = [Run.state == "done", Run.problem == slug, Run.profile_of.is_(None)]
+    if owners is not None:
+        where.append(Run.user.in_(list(owners)))
+    return where
 
 
 @dataclass(frozen=True)
@@ -137,7 +146,7 @@ class _Best:
         return (self.median, self.created_at, self.run_id)
 
 
-def _bests(db: Database, slug: str) -> list[_Best]:
+def _bests(db: Database, slug: str, owners: Collection[str] | None = None) -> list[_Best]:
     """Each owner's best run per (device, case, backend): one query, picked by a window.
 
     The problem's done runs are found by `state` (indexed) and `problem`, and read once into
@@ -156,7 +165,7 @@ def _bests(db: Database, slug: str) -> list[_Best]:
                 Run.id,
                 cast(Run.result, JSONB).label("result"),
             )
-            .where(*_counted(slug))
+            .where(*_counted(slug, owners))
             .cte("done")
             .prefix_with("MATERIALIZED")
         ).c
@@ -174,7 +183,7 @@ def _bests(db: Database, slug: str) -> list[_Best]:
             doc[("roofline", "percent_of_roofline")].as_float().label("percent"),
             doc[("roofline", "speedup_over_baseline")].as_float().label("speedup"),
         )
-        .where(*(_counted(slug) if c is Run else ()))
+        .where(*(_counted(slug, owners) if c is Run else ()))
         .cte("found")
         .prefix_with("MATERIALIZED")
     )
@@ -262,10 +271,12 @@ def leaderboard(
     case: str | None = None,
     backend: str | None = None,
     limit: int = BOARD_LIMIT,
+    owners: Collection[str] | None = None,
 ) -> Board:
     """`problem`'s board on `device` and `case` (default: the board with the most entrants),
-    the first `limit` rows and the viewer's own row wherever it is."""
-    bests = _bests(db, problem.slug)
+    the first `limit` rows and the viewer's own row wherever it is; only `owners`' runs where
+    given (a cohort's members)."""
+    bests = _bests(db, problem.slug, owners)
     found = choices(bests)
     pick = next(
         (
