@@ -43,4 +43,6 @@ class ProfileAnswer(Base):
     question: Mapped[str] = mapped_column(String(20))
     answer: Mapped[str] = mapped_column(String(200))
     correct: Mapped[bool] = mapped_column(Boolean)
+    # How many questions the cell had then: progress counts it solved when each is right.
+    questions: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Form, HTTPException, Request
+from fastapi import APIRouter, Depends, Form, HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +28,8 @@ from kplay.kernels.models import LaunchOverride
 router = APIRouter(include_in_schema=False)
 api_router = APIRouter(prefix="/api/v1", tags=["exercises"])
 FormText = Annotated[str, Form()]
+# A prediction's number: a database integer (PostgreSQL refuses a larger one with an error).
+PredictionId = Annotated[int, Path(ge=1, le=2**31 - 1, description="the prediction's number")]
 STATE = "fragments/exercise_state.html"
 
 
@@ -179,7 +181,7 @@ def create_prediction(
 
 
 @api_router.get("/predictions/{prediction_id}", summary="A prediction and its grade")
-def read_prediction(prediction_id: int, runs: RunsDep, user: UserDep) -> dict[str, Any]:
+def read_prediction(prediction_id: PredictionId, runs: RunsDep, user: UserDep) -> dict[str, Any]:
     exercises = ExerciseService(runs)
     try:
         row = exercises.get(prediction_id, user)
@@ -191,7 +193,7 @@ def read_prediction(prediction_id: int, runs: RunsDep, user: UserDep) -> dict[st
 
 @api_router.put("/predictions/{prediction_id}", summary="Change a prediction (only before its run)")
 def change_prediction(
-    prediction_id: int, body: PredictionIn, runs: RunsDep, user: UserDep
+    prediction_id: PredictionId, body: PredictionIn, runs: RunsDep, user: UserDep
 ) -> dict[str, Any]:
     exercises = ExerciseService(runs)
     try:
@@ -209,7 +211,7 @@ def change_prediction(
     dependencies=[Depends(local_runs_only), Depends(limit_run_starts)],
 )
 def run_prediction(
-    prediction_id: int, body: PredictedRunIn, runs: RunsDep, user: UserDep
+    prediction_id: PredictionId, body: PredictedRunIn, runs: RunsDep, user: UserDep
 ) -> dict[str, Any]:
     exercises = ExerciseService(runs)
     try:

@@ -336,7 +336,7 @@ class ExerciseService:
         elif runs[0].state == "compiled":
             note = "Compiled only: this server cannot check this backend; run it on a GPU."
         else:
-            note = "Not fixed yet: the latest run did not pass its checks."
+            note = f"Not fixed yet: the latest run did not pass its checks. {spec.exercise.task}"
         return FixState(fixed, self.runs.count(spec.id, user), note)
 
     # ------------------------------------------------------------ profile
@@ -359,15 +359,19 @@ class ExerciseService:
                     raise ExerciseError(422, str(exc)) from None
         if not graded:
             raise ExerciseError(422, "no answer given: answer at least one question")
+        now, total = utcnow(), len(ex.questions)  # one check: one time for its rows
         with self.db.session() as s:
             for qid, ok in graded.items():
+                answer = given[qid].strip()
                 s.add(
                     ProfileAnswer(
                         user=user,
                         cell_id=cell_id,
                         question=qid,
-                        answer=given[qid].strip(),
+                        answer=answer,
                         correct=ok,
+                        questions=total,
+                        created_at=now,
                     )
                 )
         return self.answers_state(ex, cell_id, user)

@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from kplay.app.db.models import Run
 from kplay.app.db.session import Database
+from kplay.app.services.exerciseprogress import answered_cells
 from kplay.app.services.records import is_final
 from kplay.kernels.models import RunResult
 from kplay.kernels.problem import ProblemSpec, Tier
@@ -189,10 +190,20 @@ def fold(
     }
 
 
+def with_answers(by_cell: dict[str, Progress], db: Database, user: str) -> dict[str, Progress]:
+    """`by_cell` with the cells answered rather than run (a stored profile's questions,
+    app.services.exerciseprogress): correct once each question's latest answer is right."""
+    for cell, (solved, checks) in answered_cells(db, user).items():
+        mine = Progress(rank=CORRECT if solved else WRONG, runs=checks)
+        if mine.rank > by_cell.get(cell, NOT_TRIED).rank:
+            by_cell[cell] = mine
+    return by_cell
+
+
 def reader_progress(db: Database, catalog: Mapping[str, ProblemSpec], user: str) -> ReaderProgress:
     """Per cell and per problem (over every cell and API run of it), from one query."""
     found = outcomes(db, user)
     return ReaderProgress(
-        by_cell=fold(found, catalog, lambda o: o.cell_id),
+        by_cell=with_answers(fold(found, catalog, lambda o: o.cell_id), db, user),
         by_problem=fold(found, catalog, lambda o: o.problem),
     )

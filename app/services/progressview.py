@@ -22,7 +22,7 @@ from kplay.app import format as fmt
 from kplay.app.book import Book
 from kplay.app.db.models import Run
 from kplay.app.db.session import Database
-from kplay.app.services.progress import CORRECT, Outcome, Progress, _number, fold
+from kplay.app.services.progress import CORRECT, Outcome, Progress, _number, fold, with_answers
 from kplay.kernels.problem import ProblemSpec
 
 SESSION_GAP = timedelta(minutes=30)
@@ -256,7 +256,7 @@ def progress_page(
 ) -> ProgressPage:
     found = attempts_of(db, user)
     outcomes = [a.outcome for a in found]
-    by_cell = fold(outcomes, catalog, lambda o: o.cell_id)
+    by_cell = with_answers(fold(outcomes, catalog, lambda o: o.cell_id), db, user)
     runs_of: dict[str, list[Attempt]] = {}
     for a in found:
         if a.outcome.cell_id is not None:

@@ -14,9 +14,10 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from kplay.app.db.exercisemodels import Prediction
+from kplay.app.db.exercisemodels import Prediction, ProfileAnswer
 from kplay.app.main import create_app
 from kplay.app.services.progress import reader_progress
+from kplay.app.services.progressview import progress_page
 from kplay.config import Settings
 from kplay.kernels.models import RunJob, RunResult
 from kplay.kernels.ncuprofile import read_profile
@@ -220,7 +221,7 @@ def _truth() -> dict[str, object]:
 
 
 def test_profile_answers_are_graded_on_the_server(app_client: tuple[FastAPI, TestClient]) -> None:
-    _app, client = app_client
+    app, client = app_client
     truth = _truth()
     right = {
         "q1": str(truth["q1"]),
@@ -229,8 +230,14 @@ def test_profile_answers_are_graded_on_the_server(app_client: tuple[FastAPI, Tes
         "q4": f"{float(truth['q4']) * 1.015:.0f}",  # within 2%
         "q5": str(truth["q5"]),
     }
+    partly = client.post(f"/api/v1/cells/{READ}/answers", json={"answers": {"q1": right["q1"]}})
+    assert partly.json()["score"] == 1 and partly.json()["solved"] is False
+    user = _reader(app)
+    assert _cell_progress(app, user) == ("wrong", 1)
     graded = client.post(f"/api/v1/cells/{READ}/answers", json={"answers": right}).json()
     assert graded["score"] == 5 and graded["solved"] is True
+    # The contents and the progress page count the cell as solved, each check an attempt.
+    assert _cell_progress(app, user) == ("correct", 2)
     wrong = {
         "q1": "DRAM Throughput",
         "q2": "long_sb",
@@ -240,9 +247,26 @@ def test_profile_answers_are_graded_on_the_server(app_client: tuple[FastAPI, Tes
     }
     graded = client.post(f"/api/v1/cells/{READ}/answers", json={"answers": wrong}).json()
     assert [a["correct"] for a in graded["answers"]] == [False] * 5 and graded["score"] == 0
+    assert _cell_progress(app, user) == ("wrong", 3)
     # The HTML form of the same, from the page's own script.
     panel = client.post(f"/cells/{READ}/answers", data={"q5": right["q5"]}, headers=PAGE)
     assert panel.status_code == 200 and 'data-mark="q5" data-correct="true"' in panel.text
+
+
+def _reader(app: FastAPI) -> str:
+    """The reader's owner name, as their answers are stored under it."""
+    db = app.state.services.db
+    with db.session() as s:
+        return str(s.scalars(select(ProfileAnswer.user)).first())
+
+
+def _cell_progress(app: FastAPI, user: str) -> tuple[str, int]:
+    services = app.state.services
+    progress = reader_progress(services.db, services.catalog, user).cell(READ)
+    page = progress_page(services.book, services.catalog, services.db, user)
+    rows = [r for part in page.parts for ch in part.chapters for r in ch.rows if r.key == READ]
+    assert rows and rows[0].progress.key == progress.key
+    return progress.key, progress.runs
 
 
 @pytest.mark.parametrize(

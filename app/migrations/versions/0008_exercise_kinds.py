@@ -48,6 +48,7 @@ def upgrade() -> None:
         sa.Column("question", sa.String(20), nullable=False),
         sa.Column("answer", sa.String(200), nullable=False),
         sa.Column("correct", sa.Boolean(), nullable=False),
+        sa.Column("questions", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
     )
     op.create_index(
