@@ -53,6 +53,8 @@ _CTYPES = {"i1": "int8", "u1": "uint8", "i8": "int8", "i16": "int16", "i32": "in
            "fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "f32": "float32",
            "fp64": "float64"}  # fmt: skip
 _SCRATCH = ("global_scratch", "profile_scratch")
+# Array types Triton names otherwise than NumPy (ml_dtypes) does.
+_TL_NAMES = {"bool": "int1", "float8_e4m3fn": "float8e4nv", "float8_e5m2": "float8e5"}
 # Integers Triton does not specialise, for a scalar whose value the variant leaves out.
 _PLAIN_INT = {1: 3, 2: 3, 4: 3, 8: 2**33 + 3}
 
@@ -72,7 +74,7 @@ def stand_in(arg: ArgSpec) -> Any:
     import triton.language as tl
 
     if arg.kind == "array":
-        name = "int1" if arg.dtype == "bool" else arg.dtype
+        name = _TL_NAMES.get(arg.dtype, arg.dtype)
         dtype = getattr(tl, name, None)
         if not isinstance(dtype, tl.dtype):
             raise KernelError(f"Triton has no type for {arg.dtype} arrays")

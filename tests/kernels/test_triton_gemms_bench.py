@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -138,3 +139,64 @@ def test_a_small_timed_run_on_the_gpu(tmp_path: Path) -> None:
         assert "error" not in row and row["ms"] > 0 and row["tflops"] > 0, row
     assert all(r["correct"] for r in rows if "correct" in r)
     assert all("percent_of_baseline" in r for r in rows)
+
+
+# Builds each kernel the bench times as a GPU worker's box does (kernels.backends.
+# triton_artifact, for sm_90: no GPU needed), at the first benchmark case's launch.
+EXPORT = """
+import importlib.util, json, sys
+from kplay.kernels.artifact import ArgSpec, Variant
+from kplay.kernels.backends.triton_artifact import TritonExporter
+from kplay.kernels.catalog import get_problem
+from kplay.kernels.launch import plan, resolve
+
+slug, name = sys.argv[1:3]
+problem = get_problem(slug)
+path = problem.solution_path("correct", name)
+source = path.read_text()
+spec = importlib.util.spec_from_file_location("solution", path)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+default = problem.launch["triton"]
+params = dict(problem.benchmarks[0].params)
+launch = resolve(plan(default, source, None), params)
+args = tuple(
+    ArgSpec(kind="array", dtype=a.dtype, ndim=len(a.shape)) if a.is_array
+    else ArgSpec(kind="scalar", dtype=a.dtype, value=int(params[a.name]))
+    for a in problem.args
+)
+variant = Variant(args=args, constants=tuple(sorted(launch.constants.items())),
+                  num_warps=launch.num_warps, num_stages=launch.num_stages)
+kernel = getattr(module, default.kernel)
+art = TritonExporter(kernel, path, default.kernel, source, (9, 0)).build(variant)
+ptx = art.stage.ptx or ""
+print(json.dumps({"arch": art.arch, "shared": art.abi["shared"], "warps": art.abi["num_warps"],
+                  "scratch": art.abi["global_scratch"]["size"], "grid": list(launch.grid),
+                  "wgmma": "wgmma.mma_async" in ptx, "tma": "cp.async.bulk.tensor" in ptx}))
+"""
+SMEM_OPTIN_SM90 = 227 * 1024  # what one block may opt in to on an H100 or H200
+
+
+@pytest.mark.parametrize(
+    "slug,name,grid,tma",
+    [
+        ("gemm_bf16", "gemm_bf16_tiled.triton.py", 512, False),
+        ("gemm_bf16", "gemm_bf16_persistent.triton.py", 132, True),
+        ("gemm_fp8", "gemm_fp8_blockscaled.triton.py", 1024, True),
+    ],
+)
+def test_the_timed_kernels_build_for_hopper_as_a_worker_builds_them(
+    slug: str, name: str, grid: int, tma: bool
+) -> None:
+    """wgmma on sm_90a, within Hopper's shared memory; the descriptor kernels use TMA and
+    ask for global scratch (128 bytes a descriptor), which the image launcher allocates."""
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    done = subprocess.run([sys.executable, "-c", EXPORT, slug, name], capture_output=True,
+                          text=True, timeout=600, cwd=ROOT, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    built = json.loads(done.stdout.strip().splitlines()[-1])
+    assert built["arch"] == "sm_90a" and built["wgmma"] and built["warps"] == 8
+    assert built["grid"] == [grid]
+    assert built["shared"] <= SMEM_OPTIN_SM90
+    assert built["tma"] == tma
+    assert (built["scratch"] > 0) == tma
