@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Form, Path, Request
+from fastapi import APIRouter, Depends, Form, Path, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from kplay.app import accounts as web_accounts
@@ -254,6 +254,11 @@ def _assignment(
         submitted = work.submissions(viewer, assignment_id)
     except co.CohortError as exc:
         return _refused(request, services, exc)
+    handed = values.pop("handed", None)
+    just = next((s for s in submitted if s.id == handed), None)
+    if just is not None and just.user_id == viewer.account_id:
+        late = " It came after the deadline, so it is marked late." if just.late else ""
+        values["notice"] = f"Handed in; it is graded again on fresh inputs.{late}"
     known = work.exercises()
     own_runs = {}
     if cohort.role == "learner":
@@ -276,9 +281,13 @@ def _assignment(
 
 @router.get("/assignments/{assignment_id}", response_class=HTMLResponse)
 def assignment_page(
-    assignment_id: Id, request: Request, services: ServicesDep, runs: RunsDep
+    assignment_id: Id,
+    request: Request,
+    services: ServicesDep,
+    runs: RunsDep,
+    handed: Annotated[int | None, Query(ge=1, le=co.MAX_ID)] = None,
 ) -> Response:
-    return _assignment(request, services, runs, assignment_id)
+    return _assignment(request, services, runs, assignment_id, handed=handed)
 
 
 @router.post(
@@ -305,6 +314,5 @@ def submit_run(
         if exc.status == 404 and exc.message.startswith("no assignment"):
             return _refused(request, services, exc)
         return _assignment(request, services, runs, assignment_id, exc.status, error=exc.message)
-    late = " It came after the deadline, so it is marked late." if done.late else ""
-    notice = f"Handed in; it is being graded again on fresh inputs.{late}"
-    return _assignment(request, services, runs, assignment_id, notice=notice)
+    # Back to the page by GET: reloading it to follow the grading never hands the run in again.
+    return RedirectResponse(f"/assignments/{assignment_id}?handed={done.id}", status_code=303)

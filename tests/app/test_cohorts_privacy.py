@@ -236,3 +236,23 @@ def test_joining_by_link_and_the_pages_show_each_their_own(world: World) -> None
     assert anonymous.status_code == 303 and "next=/join/" in anonymous.headers["location"]
     missing = newcomer.get("/join/not-a-code-anyone-has")
     assert missing.status_code == 404 and "No cohort has this join code" in missing.text
+
+
+def test_the_hand_in_form_answers_with_the_page_to_reload(world: World) -> None:
+    learner = world.clients["learner"]
+    page = learner.get(f"/assignments/{world.assignment}")
+    assert f'data-submit-run="{world.learner_run}"' in page.text
+    assert f'data-submit-run="{world.peer_run}"' not in page.text  # own runs only
+    form = {"csrf": csrf_of(learner, f"/assignments/{world.assignment}")}
+    form.update({"exercise": GOOD["cell"], "run_id": world.learner_run})
+    sent = learner.post(
+        f"/assignments/{world.assignment}/submit", data=form, follow_redirects=False
+    )
+    assert sent.status_code == 303 and "?handed=" in sent.headers["location"]
+    shown = learner.get(sent.headers["location"])
+    assert "Handed in; it is graded again" in shown.text and "marked late" not in shown.text
+    peer = world.clients["peer"].get(sent.headers["location"])
+    assert "Handed in" not in peer.text  # another's hand-in is not announced to them
+    form["run_id"] = world.peer_run
+    refused = learner.post(f"/assignments/{world.assignment}/submit", data=form)
+    assert refused.status_code == 404 and "of yours" in refused.text
