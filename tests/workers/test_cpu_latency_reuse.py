@@ -188,3 +188,24 @@ def test_segments_past_the_recycling_budget_are_closed_and_dropped_by_the_box(
         assert arena.take_dropped() == []
     finally:
         arena.close()
+
+
+# ---------------------------------------------------------------- the reference's sum
+
+
+def test_vector_adds_float32_reference_is_the_float64_sum_rounded_bit_for_bit() -> None:
+    from kplay.kernels.catalog import get_problem
+
+    reference = get_problem("vector_add").reference.reference
+    rng = np.random.default_rng(14)
+    n = 1 << 20
+    # Magnitudes far apart (a sum that a float64 must round too), ties and signed zeros.
+    a = (rng.standard_normal(n) * np.exp2(rng.integers(-140, 120, n))).astype(np.float32)
+    b = (rng.standard_normal(n) * np.exp2(rng.integers(-140, 120, n))).astype(np.float32)
+    a[:4] = [1.0, -0.0, 3.4028235e38, 1.0]
+    b[:4] = [np.float32(2.0**-24), 0.0, 3.4028235e38, np.float32(2.0**-24 + 2.0**-47)]
+    with np.errstate(over="ignore"):  # the largest float32 twice: inf either way
+        got = reference({"a": a, "b": b}, {"n": n})["out"]
+        wide = np.add(a, b, dtype=np.float64).astype(np.float32)
+    assert got.dtype == np.float32
+    assert np.array_equal(got.view(np.uint32), wide.view(np.uint32))
