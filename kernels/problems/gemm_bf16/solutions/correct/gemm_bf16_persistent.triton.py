@@ -5,10 +5,12 @@
 # The loop strides by tl.num_programs(0), not by a constant: any grid covers every tile.
 #
 # A, B and C are read and written through tensor descriptors (tl.make_tensor_descriptor):
-# on Hopper each load is one TMA copy of a box into shared memory, and the descriptor's
-# bounds handle the edges: reads past M, N or K come back as zeros (the K tail adds
-# nothing), and writes past M or N are dropped. TMA needs 16-byte aligned row strides,
-# which K and N being multiples of 8 give (bf16 rows of A and B, fp32 rows of C).
+# on Hopper each load is a TMA copy of the box into shared memory (Triton cuts it into
+# 128-byte-wide copies for the swizzle), and the descriptor's bounds handle the edges:
+# reads past M, N or K come back as zeros (the K tail adds nothing), and writes past M or
+# N are dropped. TMA needs 16-byte aligned row strides, which K and N being multiples of 8
+# give (bf16 rows of A and B, fp32 rows of C). Triton's interpreter runs descriptors too:
+# the CPU check runs this same code.
 # The fp32 tile of C is stored in two 128x128 halves, to keep the epilogue's staging
 # buffer at 64 KiB beside 3 stages of 48 KiB of operands.
 # kplay: grid=(min(132,ceil_div(M,BLOCK_M)*ceil_div(N,BLOCK_N))) BLOCK_M=128 BLOCK_N=256 BLOCK_K=64 GROUP_M=8 num_warps=8 num_stages=3
@@ -31,7 +33,9 @@ def _scratch(size: int, alignment: int, stream: int | None):
 
 
 # A kernel that makes descriptors on the device asks its launcher for scratch memory, and
-# Triton's launcher takes it from the allocator set here. (The interpreter needs none.)
+# Triton's launcher takes it from the allocator set here, at import, in the thread that
+# launches. (The interpreter needs none; a GPU worker's image launcher allocates the
+# scratch the image's metadata asks for.)
 triton.set_allocator(_scratch)
 
 

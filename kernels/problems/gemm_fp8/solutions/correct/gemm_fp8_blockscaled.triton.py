@@ -28,7 +28,9 @@ def _scratch(size: int, alignment: int, stream: int | None):
 
 
 # A kernel that makes descriptors on the device asks its launcher for scratch memory, and
-# Triton's launcher takes it from the allocator set here. (The interpreter needs none.)
+# Triton's launcher takes it from the allocator set here, at import, in the thread that
+# launches. (The interpreter needs none; a GPU worker's image launcher allocates the
+# scratch the image's metadata asks for.)
 triton.set_allocator(_scratch)
 
 
