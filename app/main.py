@@ -35,7 +35,7 @@ from kplay.app.routers import (
 )
 from kplay.app.routers import catalog as problem_pages
 from kplay.app.routers import cohorts as cohort_pages
-from kplay.app.routers import cohorts_api
+from kplay.app.routers import cohorts_api as cohort_api
 from kplay.app.routers import exercisekinds as exercise_routes
 from kplay.app.routers import progress as progress_routes
 from kplay.app.routers import shared as share_routes
@@ -172,7 +172,7 @@ def create_app(
     app.include_router(progress_routes.router)
     app.include_router(progress_routes.api_router)
     app.include_router(cohort_pages.router)
-    app.include_router(cohorts_api.api_router)
+    app.include_router(cohort_api.api_router)
     app.include_router(exercise_routes.router)
     app.include_router(exercise_routes.api_router)
     app.include_router(dashboard.router)
