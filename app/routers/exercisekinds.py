@@ -137,7 +137,8 @@ def describe(spec: Any) -> dict[str, Any]:
     ex = spec.exercise
     out: dict[str, Any] = {"cell": spec.id, "kind": ex.kind, "problem": spec.problem}
     if isinstance(ex, FixExercise):
-        out.update(task=ex.task, starter=ex.starter_file, backend=ex.backend)
+        # Not the wrong kernel's file name: it names the bug.
+        out.update(task=ex.task, backend=ex.backend)
     elif isinstance(ex, PredictExercise):
         out.update(
             question=ex.question,

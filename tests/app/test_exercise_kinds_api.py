@@ -98,8 +98,11 @@ def test_a_fix_cell_starts_from_the_wrong_kernel_and_is_solved_by_a_correct_run(
     source = wrong.read_text()
     body = {"problem": "gemm_smem_tiling", "backend": "cuda", "source": source, "cell": FIX}
     assert client.post("/api/v1/runs", json=body).status_code == 201
-    state = client.get(f"/api/v1/cells/{FIX}/exercise").json()
+    described = client.get(f"/api/v1/cells/{FIX}/exercise")
+    state = described.json()
     assert state["kind"] == "fix" and state["state"]["fixed"] is False
+    # Neither the page nor the JSON names the wrong kernel's file: its name is the bug's.
+    assert "rounded_down" not in described.text and "rounded_down" not in html
     assert state["state"]["note"].startswith("Not fixed yet")
 
     assert client.post("/api/v1/runs", json=body).status_code == 201
@@ -309,3 +312,34 @@ def test_the_answer_key_reaches_no_page_and_no_json(app_client: tuple[FastAPI, T
     stall = next(q for q in questions if q["id"] == "q2")
     values = [c["value"] for c in stall["choices"]]
     assert values == sorted(values) and truth["q2"] in values
+
+
+def test_a_predicted_verdict_is_right_or_wrong(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    part = tmp_path / "book" / "p1"
+    part.mkdir(parents=True)
+    (part / "part.toml").write_text('title = "One"\n')
+    cell = (
+        "id: verdict-cell\nproblem: saxpy\nbackend: numba-cpu\nkind: predict\n"
+        "question: Will this kernel pass its checks?\npredict: verdict\n"
+    )
+    (part / "01-one.md").write_text(
+        f"---\ntitle: One\nslug: one\n---\n\n```kernel-cell\n{cell}```\n"
+    )
+    app = create_app(make_settings(book_dir=tmp_path / "book"), FakeExecutor(wrong_result))
+    with TestClient(app) as client:
+        html = _page(client, "/book/p1/one")
+        assert '<option value="wrong">wrong answer</option>' in html
+        for guess, right in (("wrong", True), ("done", False)):
+            form = {"prediction": guess, "backend": "numba-cpu", "source": TRIAD}
+            reply = client.post("/cells/verdict-cell/predicted-runs", data=form, headers=PAGE)
+            assert reply.status_code == 201, reply.text
+            state = client.get("/api/v1/cells/verdict-cell/exercise").json()["state"]
+            assert state["measured"] == "wrong answer" and state["within_tolerance"] is right
+        refused = client.post(
+            "/cells/verdict-cell/predicted-runs",
+            data={"prediction": "maybe", "backend": "numba-cpu", "source": TRIAD},
+            headers=PAGE,
+        )
+        assert refused.status_code == 422 and "is not a verdict" in refused.text
