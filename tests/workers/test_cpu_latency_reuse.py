@@ -42,6 +42,8 @@ LOOKS_FOR_IT = (
     '    raise RuntimeError("this box ran another learner\'s code")\n' + LOADED + KERNEL
 )
 RAISES = LOADED + KERNEL.replace("out[i] = a[i] + b[i]", "raise ValueError('no')")
+# Leaves a process behind in its box: a kept box must not keep it.
+FORKS = "import os, time\nif os.fork() == 0:\n    time.sleep(600)\n    os._exit(0)\n" + KERNEL
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +81,27 @@ def test_a_rerun_of_the_same_source_by_the_same_learner_keeps_its_box(pool: Work
     assert second.check is not None and second.check.ok
     assert not _loaded(second)  # the box kept the loaded kernel: nothing was loaded again
     assert _current_box(pool) is box
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        data = f.read()
+    return data[data.rindex(b")") + 2 :].split()[0].decode()
+
+
+def test_a_kept_box_is_swept_and_stopped_between_runs(pool: WorkerPool) -> None:
+    user = f"dee-{uuid.uuid4().hex[:6]}"
+    first = _run(pool, FORKS, user)
+    assert first.state is RunState.done, first.message
+    kept = _current_box(pool)
+    box = kept.box  # type: ignore[attr-defined]
+    left = [s.pid for s in box.members(fresh=True) if s.pid != box.init_pid]
+    states = [_state(pid) for pid in left]
+    assert states.count("T") == 1, states  # the box itself, stopped until its next run
+    assert set(states) <= {"T", "Z"}  # the forked sleeper is dead (unreaped at most)
+    result = _run(pool, FORKS, user)
+    assert result.state is RunState.done, result.message
+    assert _current_box(pool) is kept
 
 
 def test_another_learner_gets_a_fresh_box_and_the_kept_one_ends(pool: WorkerPool) -> None:
