@@ -21,16 +21,8 @@ from kplay.app.deps import Services, ServicesDep, UserDep
 from kplay.app.render import error_page, render
 from kplay.app.services import dashboard_learner as learner_view
 from kplay.app.services import dashboard_view as view
-from kplay.app.services.dashboard import (
-    EPOCH,
-    OVERLAP,
-    CohortState,
-    Dashboards,
-    NotFound,
-    Roster,
-    may_watch,
-    roster,
-)
+from kplay.app.services.dashboard import EPOCH, OVERLAP, CohortState, Dashboards
+from kplay.app.services.dashboard_roster import NotFound, Roster, may_watch, roster
 
 router = APIRouter(include_in_schema=False)
 
@@ -113,9 +105,10 @@ def _stuck(
 
 def _summaries(found: Roster, state: CohortState, shown: list[view.Exercise]) -> dict[str, Any]:
     return {
-        "clusters": view.clusters(state.all_facts()),
+        "clusters": view.clusters(state),
         "times": view.times(found, state, shown),
         "tally": view.tally(found, state, {e.id: e for e in shown}),
+        "tiers_ready": state.tiers_ready,
     }
 
 
@@ -201,7 +194,8 @@ def gradebook(cohort_id: int, request: Request, services: ServicesDep, user: Use
         found = _watched(services, user, cohort_id)
     except NotFound:
         return _missing(request, services, cohort_id)
-    state = _dashboards(request).state(_db(services), found, services.catalog)
+    # An export waits for every tier: a state of its own, read in full.
+    state = Dashboards(limit=1).state(_db(services), found, services.catalog, wait_for_tiers=True)
     shown = view.exercises(services.book, found.exercises)
     grades = learner_view.grades(_db(services), found)
     with state.lock:

@@ -17,7 +17,8 @@ from sqlalchemy import select
 from kplay.app.db.classroom import Submission
 from kplay.app.db.models import Run
 from kplay.app.db.session import Database
-from kplay.app.services.dashboard import CohortState, Learner, Roster
+from kplay.app.services.dashboard import CohortState
+from kplay.app.services.dashboard_roster import Learner, Roster
 from kplay.app.services.dashboard_view import Exercise
 from kplay.app.services.progress import _number
 

@@ -12,10 +12,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
+from typing import Any
+
+from markupsafe import Markup, escape
 
 from kplay.app import format as fmt
 from kplay.app.book import Book
-from kplay.app.services.dashboard import Cell, CohortState, Learner, Roster, RunFact
+from kplay.app.services.dashboard import Cell, CohortState
+from kplay.app.services.dashboard_roster import Learner, Roster
 from kplay.app.services.progress import CORRECT, WRONG
 
 STUCK_FAILS = 5  # failed attempts on one exercise ...
@@ -58,9 +62,9 @@ def exercises(book: Book, ids: Iterable[str]) -> list[Exercise]:
     return [known.get(i) or Exercise(i, "", i, "") for i in ids]
 
 
-def cell_id(learner: Learner, exercise: str) -> str:
-    """The heatmap cell's element id: safe in HTML and CSS whatever the exercise's id."""
-    return f"hm-{learner.user_id}-{re.sub(r'[^A-Za-z0-9_-]', '_', exercise)}"
+def cell_id(learner: Learner, column: int) -> str:
+    """The heatmap cell's element id: the learner's account and the exercise's column."""
+    return f"c{learner.user_id}-{column}"
 
 
 @dataclass(frozen=True)
@@ -69,10 +73,20 @@ class HeatCell:
     key: str  # untried, running, wrong, correct, tier
     tier: str | None
     text: str  # the short text shown in the cell
-    words: str  # the whole state, for a tooltip and screen readers
+    words: str  # the whole state, for a tooltip
+
+    def html(self, oob: bool = False) -> Markup:
+        tier = f" hm-tier-{self.tier}" if self.tier else ""
+        data = f' data-tier="{escape(self.tier)}"' if self.tier else ""
+        swap = ' hx-swap-oob="true"' if oob else ""
+        return Markup(
+            f'<td id="{self.id}" class="hm hm-{self.key}{escape(tier)}" '
+            f'data-state="{self.key}"{data} title="{escape(self.words)}"{swap}>'
+            f"{escape(self.text)}</td>"
+        )
 
 
-def heat_cell(learner: Learner, exercise: Exercise, cell: Cell) -> HeatCell:
+def heat_cell(learner: Learner, column: int, exercise: Exercise, cell: Cell) -> HeatCell:
     key, tier = cell.key, cell.tier.name if cell.tier is not None else None
     if tier is not None:
         text, state = tier[:1].upper(), f"tier {tier}"
@@ -82,40 +96,44 @@ def heat_cell(learner: Learner, exercise: Exercise, cell: Cell) -> HeatCell:
         text, state = SHORT[key], STATE_WORDS[key]
     runs = f"{cell.runs} run{'s' if cell.runs != 1 else ''}, {cell.failed} failed"
     words = f"{learner.name}, {exercise.title}: {state}" + (f" ({runs})" if cell.runs else "")
-    return HeatCell(cell_id(learner, exercise.id), key, tier, text, words)
+    return HeatCell(cell_id(learner, column), key, tier, text, words)
 
 
 @dataclass(frozen=True)
 class HeatRow:
     learner: Learner
-    cells: list[HeatCell]
+    cells: Markup  # the row's cells, as HTML
     solved: int
 
 
 def heatmap(roster: Roster, state: CohortState, shown: list[Exercise]) -> list[HeatRow]:
-    rows = []
-    for learner in roster.learners:
-        cells = [state.cell(learner.owner, e.id) for e in shown]
-        rows.append(
-            HeatRow(
-                learner,
-                [heat_cell(learner, e, c) for e, c in zip(shown, cells, strict=True)],
-                sum(1 for c in cells if c.rank >= CORRECT),
+    """One row per learner; made once per version of the state."""
+
+    def make() -> list[HeatRow]:
+        rows = []
+        for learner in roster.learners:
+            cells = [state.cell(learner.owner, e.id) for e in shown]
+            html = Markup("").join(
+                heat_cell(learner, j, e, c).html()
+                for j, (e, c) in enumerate(zip(shown, cells, strict=True))
             )
-        )
-    return rows
+            rows.append(HeatRow(learner, html, sum(1 for c in cells if c.rank >= CORRECT)))
+        return rows
+
+    return state.remember("heatmap", make)  # type: ignore[no-any-return]
 
 
 def changed_cells(
     roster: Roster, state: CohortState, shown: list[Exercise], since: datetime
 ) -> list[HeatCell]:
-    """The cells this process learned a change of after `since`."""
+    """The cells this process took a change of in after `since`."""
     by_owner = {x.owner: x for x in roster.learners}
-    by_id = {e.id: e for e in shown}
+    by_id = {e.id: (j, e) for j, e in enumerate(shown)}
     out = []
     for (owner, ex), cell in state.cells.items():
         if cell.seen_at > since and owner in by_owner and ex in by_id:
-            out.append(heat_cell(by_owner[owner], by_id[ex], cell))
+            j, e = by_id[ex]
+            out.append(heat_cell(by_owner[owner], j, e, cell))
     return out
 
 
@@ -148,21 +166,28 @@ class Cluster:
     example: str
 
 
-def clusters(facts: Iterable[RunFact], limit: int = MAX_CLUSTERS) -> list[Cluster]:
+def clusters(state: CohortState, limit: int = MAX_CLUSTERS) -> list[Cluster]:
     """Failed runs grouped by their state and normalised message, the most common first;
     the example is the latest message of the group."""
-    groups: dict[tuple[str, str], list[RunFact]] = {}
-    for f in facts:
-        if f.failed:
-            message = f.detail or "(no message)"
-            groups.setdefault((f.state, normalise(message)), []).append(f)
-    out = []
-    for (state, pattern), found in groups.items():
-        latest = max(found, key=lambda f: (f.created_at, f.id))
-        learners = len({f.user for f in found})
-        out.append(Cluster(state, pattern, len(found), learners, latest.detail or "(no message)"))
-    out.sort(key=lambda c: (-c.count, c.state, c.pattern))
-    return out[:limit]
+
+    def make() -> list[Cluster]:
+        groups: dict[tuple[str, str], list[Any]] = {}
+        for (owner, _ex), cell in state.cells.items():
+            for (run_state, message), (count, latest) in cell.failures.items():
+                text = message or "(no message)"
+                group = groups.setdefault((run_state, normalise(text)), [0, set(), None, ""])
+                group[0] += count
+                group[1].add(owner)
+                if group[2] is None or latest > group[2]:
+                    group[2], group[3] = latest, text
+        out = [
+            Cluster(run_state, pattern, count, len(owners), example)
+            for (run_state, pattern), (count, owners, _at, example) in groups.items()
+        ]
+        out.sort(key=lambda c: (-c.count, c.state, c.pattern))
+        return out[:limit]
+
+    return state.remember("clusters", make)  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------------ times
@@ -235,27 +260,23 @@ def histogram(values: list[float], bins: int = HIST_BINS) -> list[Bar]:
 
 def times(roster: Roster, state: CohortState, shown: list[Exercise]) -> list[Times]:
     """Per exercise: each learner's best kernel time (median of a timed correct run)."""
-    out = []
-    for e in shown:
-        best = sorted(
-            c.best_us
-            for x in roster.learners
-            if (c := state.cell(x.owner, e.id)).best_us is not None and c.best_us > 0
-        )
-        if not best:
-            out.append(Times(e, 0, None, None, None, []))
-            continue
-        out.append(
-            Times(
-                e,
-                len(best),
-                percentile(best, 10),
-                percentile(best, 50),
-                percentile(best, 90),
-                histogram(best),
+
+    def make() -> list[Times]:
+        out = []
+        for e in shown:
+            best = sorted(
+                c.best_us
+                for x in roster.learners
+                if (c := state.cell(x.owner, e.id)).best_us is not None and c.best_us > 0
             )
-        )
-    return out
+            if not best:
+                out.append(Times(e, 0, None, None, None, []))
+                continue
+            p10, p50, p90 = (percentile(best, q) for q in (10, 50, 90))
+            out.append(Times(e, len(best), p10, p50, p90, histogram(best)))
+        return out
+
+    return state.remember("times", make)  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------------ stuck
@@ -281,24 +302,17 @@ def stuck(
 ) -> list[Stuck]:
     """Learners with at least `fails` failed attempts on an exercise they have no correct
     run of, whose last step forward on it (their first attempt) is `minutes` or more ago."""
+    learners = {x.owner: x for x in roster.learners}
+    exercises = {e.id: e for e in shown}
     out = []
-    for x in roster.learners:
-        for e in shown:
-            c = state.cell(x.owner, e.id)
-            if c.rank != WRONG or c.failed < fails or c.progressed_at is None:
-                continue
-            waited = now - c.progressed_at
-            if waited >= timedelta(minutes=minutes):
-                out.append(
-                    Stuck(
-                        x,
-                        e,
-                        c.failed,
-                        c.progressed_at,
-                        c.last_at,
-                        int(waited.total_seconds() // 60),
-                    )
-                )
+    for (owner, ex), c in state.cells.items():
+        if c.rank != WRONG or c.failed < fails or c.progressed_at is None:
+            continue
+        waited = now - c.progressed_at
+        x, e = learners.get(owner), exercises.get(ex)
+        if x is not None and e is not None and waited >= timedelta(minutes=minutes):
+            spent = int(waited.total_seconds() // 60)
+            out.append(Stuck(x, e, c.failed, c.progressed_at, c.last_at, spent))
     out.sort(key=lambda s: (-s.failed, -s.minutes, s.learner.name))
     return out
 
@@ -312,11 +326,14 @@ class Tally:
 
 
 def tally(roster: Roster, state: CohortState, shown: Mapping[str, Exercise]) -> Tally:
-    owners = {x.owner for x in roster.learners}
-    cells = [c for (o, e), c in state.cells.items() if o in owners and e in shown]
-    return Tally(
-        len(roster.learners),
-        len(shown),
-        sum(c.runs for c in cells),
-        sum(1 for c in cells if c.rank >= CORRECT),
-    )
+    def make() -> Tally:
+        owners = {x.owner for x in roster.learners}
+        cells = [c for (o, e), c in state.cells.items() if o in owners and e in shown]
+        return Tally(
+            len(roster.learners),
+            len(shown),
+            sum(c.runs for c in cells),
+            sum(1 for c in cells if c.rank >= CORRECT),
+        )
+
+    return state.remember("tally", make)  # type: ignore[no-any-return]

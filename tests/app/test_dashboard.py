@@ -17,7 +17,8 @@ from kplay.app.db.session import Database
 from kplay.app.services import dashboard_learner as learner_view
 from kplay.app.services import dashboard_view as view
 from kplay.app.services.accounts import Accounts, owner_key
-from kplay.app.services.dashboard import Dashboards, roster
+from kplay.app.services.dashboard import Dashboards
+from kplay.app.services.dashboard_roster import roster
 from kplay.config import Settings
 from kplay.kernels.catalog import load_catalog
 from kplay.kernels.models import RunJob
@@ -88,21 +89,18 @@ def test_cells_failures_stuck_times_and_updates(database_url: str) -> None:
         assert [x.name for x in found.learners] == ["ana", "bo", "cy"]
         assert found.instructors == {ids["teach"]} and found.exercises == (VADD, SAXPY)
         boards = Dashboards()
-        state = boards.state(db, found, CATALOG)
+        state = boards.state(db, found, CATALOG, wait_for_tiers=True)
+        assert state.tiers_ready
         shown = view.exercises(_book(), found.exercises)
         rows = {r.learner.name: r for r in view.heatmap(found, state, shown)}
-        assert [(c.key, c.tier, c.text) for c in rows["ana"].cells] == [
-            ("tier", "silver", "S"),
-            ("untried", None, "·"),
-        ]
-        assert [(c.key, c.text) for c in rows["bo"].cells] == [("wrong", "✗6"), ("untried", "·")]
-        assert [(c.key, c.text) for c in rows["cy"].cells] == [("correct", "✓"), ("wrong", "✗1")]
-        assert (
-            "bo, " in rows["bo"].cells[0].words and "6 runs, 6 failed" in rows["bo"].cells[0].words
-        )
+        assert _cells(rows["ana"].cells) == [("tier", "silver", "S"), ("untried", "", "·")]
+        assert _cells(rows["bo"].cells) == [("wrong", "", "✗6"), ("untried", "", "·")]
+        assert _cells(rows["cy"].cells) == [("correct", "", "✓"), ("wrong", "", "✗1")]
+        assert f'id="c{ids["bo"]}-0"' in rows["bo"].cells
+        assert 'title="bo, ' in rows["bo"].cells and "(6 runs, 6 failed)" in rows["bo"].cells
         assert [r.solved for r in rows.values()] == [1, 0, 1]
 
-        groups = view.clusters(state.all_facts())
+        groups = view.clusters(state)
         assert [(c.state, c.pattern, c.count, c.learners) for c in groups] == [
             ("wrong", "# of # cases differ from the reference", 7, 2),
             ("compile_error", "the kernel did not compile", 1, 1),
@@ -124,15 +122,17 @@ def test_cells_failures_stuck_times_and_updates(database_url: str) -> None:
         assert (tally.learners, tally.exercises, tally.runs, tally.solved_cells) == (3, 2, 10, 2)
 
         # A new run: the next read asks for changes only, and only its cell has changed.
-        cursor = state.cursor
-        asked = datetime.now(UTC)
-        assert view.changed_cells(found, state, shown, cursor) == []  # read in full: as of then
+        cursor, asked = state.cursor, datetime.now(UTC)
+        # Read in full, then the tiers: cells seen by then are not sent again.
+        assert view.changed_cells(found, state, shown, asked) == []
+        tiered = {(c.id, c.key) for c in view.changed_cells(found, state, shown, cursor)}
+        assert tiered == {(f"c{ids['ana']}-0", "tier"), (f"c{ids['cy']}-0", "correct")}
         later = datetime.now(UTC) + timedelta(seconds=1)
         store(db, bo, correct_result(job(SAXPY), 50.0), later, cell=SAXPY)
         again = boards.state(db, found, CATALOG)
         assert again is state and state.cursor > cursor
         changed = view.changed_cells(found, state, shown, asked)
-        assert [(c.id, c.key) for c in changed] == [(f"hm-{ids['bo']}-{SAXPY}", "tier")]
+        assert [(c.id, c.key) for c in changed] == [(f"c{ids['bo']}-1", "tier")]
         assert view.changed_cells(found, state, shown, datetime.now(UTC)) == []
 
         # A learner who joins starts the state afresh.
@@ -188,7 +188,7 @@ def test_gradebook_quotes_cells_and_defuses_formulas(database_url: str) -> None:
                     ]
                 ]
             )  # fmt: skip
-        state = Dashboards().state(db, found, CATALOG)
+        state = Dashboards().state(db, found, CATALOG, wait_for_tiers=True)
         shown = view.exercises(_book(), found.exercises)
         text = learner_view.gradebook_csv(found, state, shown, learner_view.grades(db, found))
         rows = list(csv.reader(io.StringIO(text)))
@@ -218,6 +218,14 @@ def test_diffs_between_attempts() -> None:
     lines, cut = learner_view.source_diff(many, "", limit=50)
     assert cut and len(lines) == 50
     assert learner_view.source_diff("same\n", "same\n") == ([], False)
+
+
+CELL = re.compile(r'data-state="(\w+)"(?: data-tier="(\w+)")?[^>]*>([^<]*)</td>')
+
+
+def _cells(html: str) -> list[tuple[str, str, str]]:
+    """(state, tier, text) of each cell of a heatmap row's HTML."""
+    return [(m.group(1), m.group(2) or "", m.group(3)) for m in CELL.finditer(html)]
 
 
 @lru_cache(maxsize=1)
