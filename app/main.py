@@ -39,6 +39,7 @@ from kplay.app.routers import cohorts_api as cohort_api
 from kplay.app.routers import exercisekinds as exercise_routes
 from kplay.app.routers import progress as progress_routes
 from kplay.app.routers import shared as share_routes
+from kplay.app.routers import sso as sso_routes
 from kplay.app.services.live import LiveSink
 from kplay.app.services.reconcile import Reconciler
 from kplay.app.services.records import DatabaseSink, reconcile_interrupted
@@ -176,6 +177,7 @@ def create_app(
     app.include_router(exercise_routes.router)
     app.include_router(exercise_routes.api_router)
     app.include_router(dashboard.router)
+    sso_routes.install(app, services)  # /sso/* and /lti/*
     _install_handlers(app)
     install_guards(app, settings)
     _install_timing(app)

@@ -181,3 +181,6 @@ def add_parsers(sub: Any) -> None:
         "--password-stdin", action="store_true", help="read the password from standard input"
     )
     create.set_defaults(func=cmd_create_user)
+    from kplay.ssocli import add_admin_parsers
+
+    add_admin_parsers(admin_sub)  # add-oidc, add-lti-platform, ...
