@@ -35,7 +35,8 @@ FIRST_SECTION = {
     "registers": "/book/p2/gemm-blocktiling#registers-and-keeping-them-registers",
     "alignment": "/book/p2/gemm-vectorized#alignment-and-shapes-that-do-not-cooperate",
     "naive transpose": "/book/p1/transpose#the-naive-transpose",
-    "hopper": "/book/p2/gemm-wmma#why-wmma-stops-short-on-hopper",
+    "wmma stops short": "/book/p2/gemm-wmma#why-wmma-stops-short-on-hopper",
+    "hopper tour": "/book/p4/hopper-tour",
     "cuBLAS": "/book/p2/gemm-ladder",
     "rounding guard": "/book/p1/first-gpu-kernel#rounding-up-and-the-guard",
 }

@@ -40,6 +40,11 @@ NOT_SERVED = {
     "bench/tune_gpu.py": "a benchmark script of the repository, not part of the installed package",
     "bench/RESULTS.md": "the repository's benchmark notes, not part of the installed package",
     "docs/timing.md": "the repository's documentation, not part of the installed package",
+    "docs/backends.md": "the repository's documentation, not part of the installed package",
+    "bench/results/triton_tiled_4096_h100.json": "a recorded run of the repository's "
+    "benchmarks, not part of the installed package",
+    "tests/kernels/test_solutions.py": "the repository's tests, not part of the installed package",
+    "bench/cutlass_gemm.py": "a benchmark script of the repository, not part of the installed package",
     "bench/results/gemm_stalls_h200_cacca22.txt": "a recorded profile of the repository's "
     "benchmarks, not part of the installed package",
 }
