@@ -18,193 +18,62 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from kplay.app.db.models import Run
 from kplay.app.db.session import Database
-from kplay.app.services.dashboard_roster import Roster
-from kplay.app.services.progress import (
-    CORRECT,
-    RUNNING,
-    TIER,
-    UNTRIED,
-    WRONG,
-    Outcome,
-    _number,
+from kplay.app.services.dashboard_reads import (
+    EPOCH,
+    UNTOUCHED,
+    Cell,
+    Pair,
+    read_cells,
+    read_tiers,
 )
-from kplay.kernels.models import FINAL_STATES, RunState
-from kplay.kernels.problem import ProblemSpec, Tier
+from kplay.app.services.dashboard_roster import Roster
+from kplay.kernels.problem import ProblemSpec
 
 log = logging.getLogger(__name__)
 
 OVERLAP = timedelta(seconds=5)
 CACHED_COHORTS = 16  # states kept per process; the least recently shown goes first
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-FAILED = tuple(sorted(s.value for s in FINAL_STATES if s is not RunState.done))
-FINAL = tuple(sorted(s.value for s in FINAL_STATES))
-Pair = tuple[str, str]  # (the learner's owner name, the exercise's cell id)
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`")
+_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{8,}\b")
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_PATH = re.compile(r"(?:[\w.-]*/)+[\w.-]+")
+_SPACE = re.compile(r"\s+")
+
+
+@lru_cache(maxsize=65536)
+def normalise(message: str) -> str:
+    """A verdict's message with what varies from run to run taken out: quoted names and
+    values become '…', paths <path>, hex ids and numbers #."""
+    text = _QUOTED.sub("'…'", message)
+    text = _PATH.sub("<path>", text)
+    text = _HEX.sub("#", text)
+    text = _NUMBER.sub("#", text)
+    return _SPACE.sub(" ", text).strip()
 
 
 @dataclass
-class Cell:
-    """One learner on one exercise."""
+class Group:
+    """Failed runs of one state whose messages read the same once normalised."""
 
-    rank: int = UNTRIED
-    tier: Tier | None = None
-    runs: int = 0
-    failed: int = 0
-    done: int = 0
-    first_at: datetime | None = None
-    last_at: datetime | None = None
-    changed_at: datetime = EPOCH  # the newest updated_at of its runs
-    best_us: float | None = None
-    # When its rank last rose: the first run that reached its best rank.
-    progressed_at: datetime | None = None
-    # When this process learned of its last change (see the module's docstring).
-    seen_at: datetime = EPOCH
-    # Failed runs by (state, message): how many, and the latest one's time.
-    failures: dict[tuple[str, str | None], tuple[int, datetime]] = field(default_factory=dict)
-
-    @property
-    def key(self) -> str:
-        if self.tier is not None:
-            return "tier"
-        return {UNTRIED: "untried", RUNNING: "running", WRONG: "wrong", CORRECT: "correct"}[
-            self.rank
-        ]
-
-
-UNTOUCHED = Cell()
-
-
-def _scope(owners: list[str], exercises: list[str], pairs: list[Pair] | None) -> list[Any]:
-    """The cohort's runs; of `pairs`' learners and exercises only, when given (the rows of
-    other pairs among those are dropped by the caller)."""
-    if pairs is not None:
-        owners = sorted({u for u, _c in pairs})
-        exercises = sorted({c for _u, c in pairs})
-    return [Run.user.in_(owners), Run.cell_id.in_(exercises), Run.profile_of.is_(None)]
-
-
-def read_cells(
-    db: Database, owners: list[str], exercises: list[str], pairs: Iterable[Pair] | None = None
-) -> dict[Pair, Cell]:
-    """Every learner-exercise pair's counts and times, aggregated by the database: no run's
-    result is read. A pair's rank here stops at correct; its tier comes from `read_tiers`."""
-    if not owners or not exercises:
-        return {}
-    pairs = None if pairs is None else list(pairs)
-    failed, final = Run.state.in_(FAILED), Run.state.in_(FINAL)
-    stmt = (
-        select(
-            Run.user,
-            Run.cell_id,
-            func.count(),
-            func.count().filter(failed),
-            func.count().filter(Run.state == "done"),
-            func.count().filter(~final),
-            func.min(Run.created_at),
-            func.max(Run.created_at),
-            func.max(Run.updated_at),
-            func.min(Run.created_at).filter(failed),
-            func.min(Run.created_at).filter(Run.state == "done"),
-        )
-        .where(*_scope(owners, exercises, pairs))
-        .group_by(Run.user, Run.cell_id)
-    )
-    groups = (
-        select(Run.user, Run.cell_id, Run.state, Run.detail, func.count(), func.max(Run.created_at))
-        .where(*_scope(owners, exercises, pairs), failed)
-        .group_by(Run.user, Run.cell_id, Run.state, Run.detail)
-    )
-    wanted = None if pairs is None else set(pairs)
-    cells: dict[Pair, Cell] = {}
-    with db.session() as s:
-        for (
-            user,
-            cell_id,
-            runs,
-            n_failed,
-            n_done,
-            n_open,
-            first,
-            last,
-            changed,
-            first_failed,
-            first_done,
-        ) in s.execute(stmt):
-            if wanted is not None and (user, cell_id) not in wanted:
-                continue
-            cell = cells[(user, cell_id)] = Cell(
-                runs=runs, failed=n_failed, done=n_done, first_at=first, last_at=last,
-                changed_at=changed,
-            )  # fmt: skip
-            if n_done:
-                cell.rank, cell.progressed_at = CORRECT, first_done
-            elif n_failed:
-                cell.rank, cell.progressed_at = WRONG, first_failed
-            elif n_open:
-                cell.rank, cell.progressed_at = RUNNING, first
-        for user, cell_id, state, detail, count, latest in s.execute(groups):
-            cell = cells.get((user, cell_id))
-            if cell is not None:
-                cell.failures[(state, detail)] = (count, latest)
-    return cells
-
-
-def read_tiers(
-    db: Database,
-    owners: list[str],
-    exercises: list[str],
-    cells: Mapping[Pair, Cell],
-    catalog: Mapping[str, ProblemSpec],
-    pairs: Iterable[Pair] | None = None,
-) -> None:
-    """Each pair's tier and best kernel time, from its correct runs' results: the one query
-    that reads stored results, so only of the runs that passed."""
-    if not owners or not exercises:
-        return
-    pairs = None if pairs is None else list(pairs)
-    r = Run.result
-    stmt = (
-        select(
-            Run.user,
-            Run.cell_id,
-            Run.problem,
-            Run.created_at,
-            r[("check", "ok")],
-            r[("roofline", "percent_of_roofline")],
-            r[("roofline", "speedup_over_baseline")],
-            r[("timing", "median_us")],
-        )
-        .where(*_scope(owners, exercises, pairs), Run.state == "done")
-        .order_by(Run.created_at, Run.id)
-    )
-    best: dict[Pair, tuple[int, int]] = {}
-    with db.session() as s:
-        rows = s.execute(stmt).all()
-    for user, cell_id, problem, created, ok, pct, speedup, median in rows:
-        cell = cells.get((user, cell_id))
-        if cell is None:
-            continue
-        # SQLite's JSON_EXTRACT reads a JSON true as 1; PostgreSQL gives True.
-        found = Outcome(cell_id, problem, "done", ok in (True, 1), _number(pct), _number(speedup))
-        rank, place, tier = found.rank(catalog.get(problem))
-        if rank == TIER and (rank, place) > best.get((user, cell_id), (CORRECT, -1)):
-            best[(user, cell_id)] = (rank, place)
-            cell.rank, cell.tier, cell.progressed_at = TIER, tier, created
-        us = _number(median)
-        if rank >= CORRECT and us is not None and us > 0:
-            cell.best_us = us if cell.best_us is None else min(cell.best_us, us)
+    count: int = 0
+    owners: dict[str, int] = field(default_factory=dict)  # failed runs per learner
+    latest: datetime | None = None
+    example: str = ""
 
 
 @dataclass
@@ -219,6 +88,7 @@ class CohortState:
     loaded: bool = False
     tiers_ready: bool = False
     recent: dict[str, datetime] = field(default_factory=dict)  # run id: updated_at, lately
+    groups: dict[tuple[str, str], Group] | None = None
     version: int = 0  # one more at each change: what `memo` keys its entries by
     memo: dict[str, tuple[int, Any]] = field(default_factory=dict)
 
@@ -226,6 +96,9 @@ class CohortState:
         """Take cells in, marked seen at `when` (None: when their runs changed)."""
         for pair, cell in found.items():
             cell.seen_at = cell.changed_at if when is None else when
+            if self.groups is not None:
+                self._regroup(pair[0], self.cells.get(pair), -1)
+                self._regroup(pair[0], cell, 1)
             self.cells[pair] = cell
             if cell.changed_at > self.cursor:
                 self.cursor = cell.changed_at
@@ -234,6 +107,33 @@ class CohortState:
 
     def cell(self, owner: str, exercise: str) -> Cell:
         return self.cells.get((owner, exercise), UNTOUCHED)
+
+    def failure_groups(self) -> dict[tuple[str, str], Group]:
+        """Failed runs by state and normalised message; gathered once, then kept current
+        by `put`."""
+        if self.groups is None:
+            self.groups = {}
+            for (owner, _ex), cell in self.cells.items():
+                self._regroup(owner, cell, 1)
+        return self.groups
+
+    def _regroup(self, owner: str, cell: Cell | None, sign: int) -> None:
+        assert self.groups is not None
+        for (run_state, message), (count, latest) in (cell.failures if cell else {}).items():
+            text = message or "(no message)"
+            key = (run_state, normalise(text))
+            group = self.groups.setdefault(key, Group())
+            group.count += sign * count
+            mine = group.owners.get(owner, 0) + sign * count
+            if mine > 0:
+                group.owners[owner] = mine
+            else:
+                group.owners.pop(owner, None)
+            # Failures are only ever added: the latest one only moves on.
+            if sign > 0 and (group.latest is None or latest > group.latest):
+                group.latest, group.example = latest, text
+            if group.count <= 0:
+                del self.groups[key]
 
     def remember(self, name: str, make: Any) -> Any:
         """`make()`, computed once per version of the state."""
@@ -252,6 +152,11 @@ class Dashboards:
         self.limit = limit
         self._states: OrderedDict[int, CohortState] = OrderedDict()
         self._lock = threading.Lock()
+
+    def peek(self, cohort_id: int) -> CohortState | None:
+        """The cohort's state if this process keeps one; nothing is read."""
+        with self._lock:
+            return self._states.get(cohort_id)
 
     def state(
         self,
@@ -279,7 +184,8 @@ class Dashboards:
         with state.lock:
             if not state.loaded:
                 state.loaded = first = True
-                state.put(read_cells(db, owners, exercises), None)
+                with db.session() as s:
+                    state.put(read_cells(s, owners, exercises), None)
             else:
                 self._advance(db, state, owners, exercises, catalog)
         if first and wait_for_tiers:
@@ -305,7 +211,8 @@ class Dashboards:
             correct = {p: c for p, c in state.cells.items() if c.done}
         with_tiers = {p: _copy(c) for p, c in correct.items()}
         try:
-            read_tiers(db, owners, exercises, with_tiers, catalog)
+            with db.session() as s:
+                read_tiers(s, owners, exercises, with_tiers, catalog)
         except Exception:  # noqa: BLE001 - the database went away (a stop): read again later
             log.warning("the dashboard could not read tiers; the next page reads again")
             with state.lock:
@@ -339,14 +246,14 @@ class Dashboards:
         )
         with db.session() as s:
             rows = s.execute(stmt).all()
-        # Runs read again for the overlap are taken once per version of theirs.
-        state.recent = {k: at for k, at in state.recent.items() if at > since}
-        pairs = sorted({(u, c) for rid, u, c, at in rows if state.recent.get(rid) != at})
+            # Runs read again for the overlap are taken once per version of theirs.
+            state.recent = {k: at for k, at in state.recent.items() if at > since}
+            pairs = sorted({(u, c) for rid, u, c, at in rows if state.recent.get(rid) != at})
+            if not pairs:
+                return
+            fresh = read_cells(s, owners, exercises, pairs)
+            read_tiers(s, owners, exercises, fresh, catalog, pairs)
         state.recent.update((rid, at) for rid, _u, _c, at in rows)
-        if not pairs:
-            return
-        fresh = read_cells(db, owners, exercises, pairs)
-        read_tiers(db, owners, exercises, fresh, catalog, pairs)
         now = datetime.now(UTC)
         changed = {p: c for p, c in fresh.items() if _differs(state.cells.get(p), c)}
         state.put(changed, now)

@@ -7,12 +7,10 @@ reads the database.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any
 
 from markupsafe import Markup, escape
 
@@ -139,23 +137,6 @@ def changed_cells(
 
 # ------------------------------------------------------------------ failure clusters
 
-_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`")
-_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b[0-9a-f]{8,}\b")
-_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_PATH = re.compile(r"(?:[\w.-]*/)+[\w.-]+")
-_SPACE = re.compile(r"\s+")
-
-
-@lru_cache(maxsize=4096)
-def normalise(message: str) -> str:
-    """A verdict's message with what varies from run to run taken out: quoted names and
-    values become '…', paths <path>, hex ids and numbers #."""
-    text = _QUOTED.sub("'…'", message)
-    text = _PATH.sub("<path>", text)
-    text = _HEX.sub("#", text)
-    text = _NUMBER.sub("#", text)
-    return _SPACE.sub(" ", text).strip()
-
 
 @dataclass(frozen=True)
 class Cluster:
@@ -171,18 +152,9 @@ def clusters(state: CohortState, limit: int = MAX_CLUSTERS) -> list[Cluster]:
     the example is the latest message of the group."""
 
     def make() -> list[Cluster]:
-        groups: dict[tuple[str, str], list[Any]] = {}
-        for (owner, _ex), cell in state.cells.items():
-            for (run_state, message), (count, latest) in cell.failures.items():
-                text = message or "(no message)"
-                group = groups.setdefault((run_state, normalise(text)), [0, set(), None, ""])
-                group[0] += count
-                group[1].add(owner)
-                if group[2] is None or latest > group[2]:
-                    group[2], group[3] = latest, text
         out = [
-            Cluster(run_state, pattern, count, len(owners), example)
-            for (run_state, pattern), (count, owners, _at, example) in groups.items()
+            Cluster(run_state, pattern, g.count, len(g.owners), g.example)
+            for (run_state, pattern), g in state.failure_groups().items()
         ]
         out.sort(key=lambda c: (-c.count, c.state, c.pattern))
         return out[:limit]
@@ -262,13 +234,14 @@ def times(roster: Roster, state: CohortState, shown: list[Exercise]) -> list[Tim
     """Per exercise: each learner's best kernel time (median of a timed correct run)."""
 
     def make() -> list[Times]:
+        owners = {x.owner for x in roster.learners}
+        by_exercise: dict[str, list[float]] = {e.id: [] for e in shown}
+        for (owner, ex), c in state.cells.items():
+            if c.best_us is not None and c.best_us > 0 and owner in owners and ex in by_exercise:
+                by_exercise[ex].append(c.best_us)
         out = []
         for e in shown:
-            best = sorted(
-                c.best_us
-                for x in roster.learners
-                if (c := state.cell(x.owner, e.id)).best_us is not None and c.best_us > 0
-            )
+            best = sorted(by_exercise[e.id])
             if not best:
                 out.append(Times(e, 0, None, None, None, []))
                 continue

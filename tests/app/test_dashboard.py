@@ -17,7 +17,7 @@ from kplay.app.db.session import Database
 from kplay.app.services import dashboard_learner as learner_view
 from kplay.app.services import dashboard_view as view
 from kplay.app.services.accounts import Accounts, owner_key
-from kplay.app.services.dashboard import Dashboards
+from kplay.app.services.dashboard import Dashboards, normalise
 from kplay.app.services.dashboard_roster import roster
 from kplay.config import Settings
 from kplay.kernels.catalog import load_catalog
@@ -145,18 +145,16 @@ def test_cells_failures_stuck_times_and_updates(database_url: str) -> None:
 
 
 def test_messages_lose_what_varies() -> None:
-    assert view.normalise("3 of 12 cases differ (max error 1.5e-03)") == (
+    assert normalise("3 of 12 cases differ (max error 1.5e-03)") == (
         "# of # cases differ (max error #)"
     )
-    assert view.normalise("name 'tmp_17' is not defined") == "name '…' is not defined"
-    assert view.normalise('kernel.cu(3): error: "x" undefined') == (
-        "kernel.cu(#): error: '…' undefined"
-    )
-    assert view.normalise("segfault at 0x7ffe12ab in /tmp/job-4/kernel.so") == (
+    assert normalise("name 'tmp_17' is not defined") == "name '…' is not defined"
+    assert normalise('kernel.cu(3): error: "x" undefined') == ("kernel.cu(#): error: '…' undefined")
+    assert normalise("segfault at 0x7ffe12ab in /tmp/job-4/kernel.so") == (
         "segfault at # in <path>"
     )
-    assert view.normalise("  timed  out\nafter 30 s ") == "timed out after # s"
-    assert view.normalise("float32 expected") == "float32 expected"  # names keep their digits
+    assert normalise("  timed  out\nafter 30 s ") == "timed out after # s"
+    assert normalise("float32 expected") == "float32 expected"  # names keep their digits
 
 
 def test_percentiles_and_histogram() -> None:
