@@ -77,7 +77,51 @@ def cmd_list_sso(args: argparse.Namespace) -> int:
 
 
 def _lti_lines(db: Any) -> list[str]:
-    return []
+    from kplay.app.services.ltiplatforms import LtiPlatforms
+
+    return [
+        f"lti {p.issuer} (client {p.client_id}; deployments {', '.join(p.deployment_ids)})"
+        for p in LtiPlatforms(db).all()
+    ]
+
+
+def cmd_add_lti_platform(args: argparse.Namespace) -> int:
+    from kplay.app.services.ltiplatforms import LtiError, LtiPlatforms, tool_key
+
+    with _database() as db:
+        try:
+            found = LtiPlatforms(db).add(
+                args.issuer,
+                args.client_id,
+                args.auth_login_url,
+                args.auth_token_url,
+                args.key_set_url,
+                args.deployment_id,
+            )
+        except LtiError as exc:
+            return _fail(str(exc))
+        key = tool_key(db)  # made now when there is none yet
+    print(
+        f"registered LTI platform {found.issuer} (client {found.client_id}; deployments "
+        f"{', '.join(found.deployment_ids)}).\nGive the LMS these tool URLs: login "
+        "<site>/lti/login, launch (redirect) <site>/lti/launch, keys <site>/lti/jwks "
+        f"(key id {key.kid})."
+    )
+    return 0
+
+
+def cmd_remove_lti_platform(args: argparse.Namespace) -> int:
+    from kplay.app.services.ltiplatforms import LtiPlatforms
+
+    with _database() as db:
+        if not LtiPlatforms(db).remove(args.issuer, args.client_id):
+            return _fail(
+                f"no LTI platform is registered with issuer {args.issuer!r} and client id "
+                f"{args.client_id!r}",
+                EXIT_REFUSED,
+            )
+    print(f"removed LTI platform {args.issuer} (client {args.client_id})")
+    return 0
 
 
 def add_admin_parsers(admin_sub: Any) -> None:
@@ -97,3 +141,17 @@ def add_admin_parsers(admin_sub: Any) -> None:
     remove.set_defaults(func=cmd_remove_oidc)
     listing = add("list-sso", help="the OpenID providers and LTI platforms registered")
     listing.set_defaults(func=cmd_list_sso)
+    lti = add("add-lti-platform", help="let an LMS launch chapters over LTI 1.3 and take grades")
+    lti.add_argument("--issuer", required=True, metavar="URL", help="the platform's issuer")
+    lti.add_argument("--client-id", required=True, help="the client id the LMS gave the tool")
+    lti.add_argument("--auth-login-url", required=True, metavar="URL", help="OIDC auth URL")
+    lti.add_argument("--auth-token-url", required=True, metavar="URL", help="OAuth2 token URL")
+    lti.add_argument("--key-set-url", required=True, metavar="URL", help="the platform's JWKS")
+    lti.add_argument(
+        "--deployment-id", required=True, action="append", help="a deployment id (repeatable)"
+    )
+    lti.set_defaults(func=cmd_add_lti_platform)
+    unlti = add("remove-lti-platform", help="stop taking launches from an LMS")
+    unlti.add_argument("--issuer", required=True, metavar="URL")
+    unlti.add_argument("--client-id", required=True)
+    unlti.set_defaults(func=cmd_remove_lti_platform)

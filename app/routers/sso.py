@@ -190,8 +190,11 @@ def _refusal(name: str, exc: Exception) -> str:
 
 def install(app: FastAPI, services: Services) -> None:
     """Mount the single sign-on and LTI routes; give the templates `sso_providers()`."""
+    from kplay.app.routers import lti
+
     app.state.sso_oauth = _OAuth()
     app.include_router(router)
+    app.include_router(lti.router)
 
     def provider_names() -> list[str]:
         if services.db is None:

@@ -21,6 +21,7 @@ from kplay.app.db.classroom import Submission
 from kplay.app.db.models import Run
 from kplay.app.db.session import Database
 from kplay.app.services import cohorts as co
+from kplay.app.services.ltigrades import scores_settled
 from kplay.app.services.records import is_final
 from kplay.app.services.runs import RunInputError, RunRequest, RunService
 from kplay.kernels.models import LaunchOverride, RunJob, RunState
@@ -89,6 +90,7 @@ def settle(db: Database, rows: list[Submission]) -> None:
     pending = {r.graded_run_id: r for r in rows if r.state == "pending" and r.graded_run_id}
     if not pending:
         return
+    settled: list[tuple[int, str, str, float | None]] = []
     with db.session() as s:
         runs = s.scalars(select(Run).where(Run.id.in_(list(pending))))
         for run in runs:
@@ -100,3 +102,5 @@ def settle(db: Database, rows: list[Submission]) -> None:
             stored = s.get(Submission, row.id)
             if stored is not None and stored.state == "pending":
                 stored.state, stored.score = state, score
+                settled.append((stored.user_id, stored.exercise, state, score))
+    scores_settled(db, settled)  # to an LMS that asked for them (app/services/ltigrades.py)
