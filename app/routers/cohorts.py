@@ -95,6 +95,13 @@ def create_cohort(
     return RedirectResponse(f"/cohorts/{made.id}", status_code=303)
 
 
+@router.get("/cohorts/join", response_class=HTMLResponse)
+def join_form() -> Response:
+    """The join form lives on the cohorts page; a bookmarked or typed /cohorts/join lands there
+    (not on /cohorts/{id}, which would refuse "join" as an id)."""
+    return RedirectResponse("/cohorts", status_code=303)
+
+
 @router.post("/cohorts/join", response_class=HTMLResponse)
 def join_by_code(
     request: Request, services: ServicesDep, runs: RunsDep, code: FormText = "", csrf: FormText = ""

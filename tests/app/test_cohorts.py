@@ -326,3 +326,9 @@ def test_a_cohorts_board_holds_its_members_only(
 def _verified(result: object) -> object:
     result.verified = True  # type: ignore[attr-defined]
     return result
+
+
+def test_a_typed_join_address_lands_on_the_cohorts_page(klass: Class) -> None:
+    with TestClient(klass.app) as client:
+        answer = client.get("/cohorts/join", follow_redirects=False)
+    assert answer.status_code == 303 and answer.headers["location"] == "/cohorts"
