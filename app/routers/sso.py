@@ -96,6 +96,7 @@ async def sso_login(name: str, request: Request, next: str = "") -> Response:
     request.scope["session"] = session
     callback = str(request.url_for("sso_callback", name=name))
     try:
+        metadata = await client.load_server_metadata()
         response = await client.authorize_redirect(request, callback)
     except (httpx.HTTPError, AuthlibBaseError, ValueError, KeyError) as exc:
         log.warning("OpenID provider %s: %s", name, exc)
@@ -104,6 +105,12 @@ async def sso_login(name: str, request: Request, next: str = "") -> Response:
             f"the sign-in provider {name!r} does not answer with its OpenID configuration at "
             f"{provider.metadata_url}; try again later or log in with your password",
         ) from None
+    if str(metadata.get("issuer", "")).rstrip("/") != provider.issuer.rstrip("/"):
+        raise HTTPException(
+            502,
+            f"the sign-in provider {name!r} calls itself {str(metadata.get('issuer'))[:200]!r}, "
+            f"not the issuer registered here ({provider.issuer}); an admin must correct it",
+        )
     reader = request.app.state.readers.current(request)
     payload = {"s": session, "next": _safe_next(next), "reader": reader, "p": name}
     response.set_cookie(

@@ -63,6 +63,8 @@ class OpenIdProvider:
     user: dict[str, Any] = field(default_factory=dict)
     tamper: dict[str, Any] = field(default_factory=dict)
     issuer: str = ""
+    # What discovery says the issuer is, when not `issuer` (a provider misregistered here).
+    claimed_issuer: str = ""
     codes: dict[str, dict[str, str]] = field(default_factory=dict)
     token_requests: int = 0
 
@@ -79,7 +81,7 @@ class OpenIdProvider:
     async def discovery(self, request: Request) -> Response:
         return JSONResponse(
             {
-                "issuer": self.issuer,
+                "issuer": self.claimed_issuer or self.issuer,
                 "authorization_endpoint": f"{self.issuer}/authorize",
                 "token_endpoint": f"{self.issuer}/token",
                 "jwks_uri": f"{self.issuer}/jwks",

@@ -7,6 +7,7 @@ address)."""
 from __future__ import annotations
 
 import html
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -188,3 +189,23 @@ def test_add_oidc_refuses_bad_input(
     assert "exists" in capsys.readouterr().err
     assert main(["admin", "list-sso"]) == 0
     assert "oidc ok: https://op.example" in capsys.readouterr().out
+
+
+def test_a_provider_that_does_not_answer_or_names_another_issuer(
+    provider: OpenIdProvider, client: TestClient
+) -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    down = ["admin", "add-oidc", "--name", "down", "--issuer", f"http://127.0.0.1:{port}"]
+    assert main([*down, "--client-id", "c", "--client-secret", "s"]) == 0
+    reply = client.get("/sso/down/login", follow_redirects=False)
+    assert reply.status_code == 502 and "does not answer" in said(reply)
+    other = ["admin", "add-oidc", "--name", "alias", "--issuer", provider.issuer + "/realm"]
+    assert main([*other, "--client-id", "c", "--client-secret", "s"]) == 0
+    # The realm's discovery URL answers 404 at this provider: no configuration there.
+    assert client.get("/sso/alias/login", follow_redirects=False).status_code == 502
+    provider.claimed_issuer = "https://impostor.example"
+    reply = client.get("/sso/acme/login", follow_redirects=False)
+    assert reply.status_code == 502 and "calls itself 'https://impostor.example'" in said(reply)
