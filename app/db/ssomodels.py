@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kplay.app.db.models import Base, UTCDateTime, utcnow
@@ -91,7 +91,7 @@ class LtiGradeLink(Base):
     lineitem: Mapped[str] = mapped_column(String(1000))
     # The launch's AGS claim as sent (scopes, line item URLs): what pylti1p3's service needs.
     ags: Mapped[dict[str, Any]] = mapped_column(JSON)
-    last_posted: Mapped[float | None] = mapped_column(nullable=True)
+    last_posted: Mapped[float | None] = mapped_column(Float, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (UniqueConstraint("user_id", "exercise", name="uq_lti_grade_link"),)

@@ -209,3 +209,40 @@ def test_a_provider_that_does_not_answer_or_names_another_issuer(
     provider.claimed_issuer = "https://impostor.example"
     reply = client.get("/sso/acme/login", follow_redirects=False)
     assert reply.status_code == 502 and "calls itself 'https://impostor.example'" in said(reply)
+
+
+def test_migration_0009_matches_the_models_and_goes_down(database_url: str) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from sqlalchemy import inspect
+
+    from kplay.app.db.migrate import upgrade
+    from kplay.app.db.models import Base
+    from kplay.app.db.session import Database
+
+    tables = {"oidc_providers", "sso_identities", "lti_platforms", "lti_tool_keys"}
+    tables.add("lti_grade_links")
+    db = Database(database_url)
+    try:
+        upgrade(db.engine)
+        assert tables <= set(inspect(db.engine).get_table_names())
+        with db.engine.connect() as conn:
+            ctx = MigrationContext.configure(conn, opts={"compare_type": True})
+            found = compare_metadata(ctx, Base.metadata)
+        diffs = [d for d in found if any(t in repr(d) for t in tables)]
+        assert diffs == [], f"migration 0009 and app/db/ssomodels.py differ: {diffs}"
+        upgrade_to(db, "0008_exercise_kinds")
+        assert not tables & set(inspect(db.engine).get_table_names())
+    finally:
+        db.dispose()
+
+
+def upgrade_to(db: object, revision: str) -> None:
+    from alembic import command
+
+    from kplay.app.db.migrate import alembic_config
+
+    cfg = alembic_config()
+    with db.engine.begin() as conn:  # type: ignore[attr-defined]
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, revision)
