@@ -1,9 +1,9 @@
 """The instructor's dashboard of a cohort: every learner's state on every exercise of the
 cohort's assignments, kept in memory per cohort and moved forward as runs change.
 
-A first read aggregates in the database (counts, times and failed runs per learner and
-exercise and per verdict message: no stored result is read); the tiers and best times need
-the results of the correct runs, and a thread reads them after the first page is out, so
+A first read aggregates in the database (counts and times per learner and exercise: no
+stored result is read); the tiers and best times need the results of the correct runs, and
+they and the failed runs by message are read by a thread after the first page is out, so
 they reach that page with its next update. Each later request asks which pairs had runs
 changed since the state's cursor (one query on the index over runs(user, updated_at)) and
 reads only those pairs again, results included. The query reaches `OVERLAP` behind the
@@ -37,6 +37,7 @@ from kplay.app.services.dashboard_reads import (
     Cell,
     Pair,
     read_cells,
+    read_failures,
     read_tiers,
 )
 from kplay.app.services.dashboard_roster import Roster
@@ -78,8 +79,9 @@ class Group:
 
 @dataclass
 class CohortState:
-    """A cohort's cells, as of `cursor`. `tiers_ready` turns true once the tiers and best
-    times of the first full read are in (read after the first page, see `Dashboards`)."""
+    """A cohort's cells, as of `cursor`. `tiers_ready` turns true once the tiers, best times
+    and failures of the first full read are in (read after the first page, see
+    `Dashboards`)."""
 
     key: tuple[Any, ...]
     cursor: datetime = EPOCH
@@ -185,7 +187,7 @@ class Dashboards:
             if not state.loaded:
                 state.loaded = first = True
                 with db.session() as s:
-                    state.put(read_cells(s, owners, exercises), None)
+                    state.put(read_cells(s, owners, exercises, failures=False), None)
             else:
                 self._advance(db, state, owners, exercises, catalog)
         if first and wait_for_tiers:
@@ -208,11 +210,12 @@ class Dashboards:
         catalog: Mapping[str, ProblemSpec],
     ) -> None:
         with state.lock:
-            correct = {p: c for p, c in state.cells.items() if c.done}
+            correct = {p: c for p, c in state.cells.items() if c.done or c.failed}
         with_tiers = {p: _copy(c) for p, c in correct.items()}
         try:
             with db.session() as s:
                 read_tiers(s, owners, exercises, with_tiers, catalog)
+                read_failures(s, owners, exercises, with_tiers)
         except Exception:  # noqa: BLE001 - the database went away (a stop): read again later
             log.warning("the dashboard could not read tiers; the next page reads again")
             with state.lock:
@@ -220,13 +223,15 @@ class Dashboards:
                 state.cells.clear()
             return
         with state.lock:
-            now = datetime.now(UTC)
-            for pair, cell in with_tiers.items():
-                # A pair refreshed since by an update carries its own tier already.
-                old = correct[pair]
-                if state.cells.get(pair) is old and _differs(old, cell):
-                    cell.seen_at = now
-                    state.cells[pair] = cell
+            # A pair refreshed since by an update carries its own tier already.
+            state.put(
+                {
+                    pair: cell
+                    for pair, cell in with_tiers.items()
+                    if state.cells.get(pair) is correct[pair] and _differs(correct[pair], cell)
+                },
+                datetime.now(UTC),
+            )
             state.tiers_ready = True
             state.version += 1
 

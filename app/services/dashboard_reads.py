@@ -65,10 +65,15 @@ def _scope(owners: list[str], exercises: list[str], pairs: list[Pair] | None) ->
 
 
 def read_cells(
-    s: Session, owners: list[str], exercises: list[str], pairs: Iterable[Pair] | None = None
+    s: Session,
+    owners: list[str],
+    exercises: list[str],
+    pairs: Iterable[Pair] | None = None,
+    failures: bool = True,
 ) -> dict[Pair, Cell]:
     """Every learner-exercise pair's counts and times, aggregated by the database: no run's
-    result is read. A pair's rank here stops at correct; its tier comes from `read_tiers`."""
+    result is read. A pair's rank here stops at correct; its tier comes from `read_tiers`;
+    its failed runs by message are read unless `failures` is false (`read_failures`)."""
     if not owners or not exercises:
         return {}
     pairs = None if pairs is None else list(pairs)
@@ -89,11 +94,6 @@ def read_cells(
         )
         .where(*_scope(owners, exercises, pairs))
         .group_by(Run.user, Run.cell_id)
-    )
-    groups = (
-        select(Run.user, Run.cell_id, Run.state, Run.detail, func.count(), func.max(Run.created_at))
-        .where(*_scope(owners, exercises, pairs), failed)
-        .group_by(Run.user, Run.cell_id, Run.state, Run.detail)
     )
     wanted = None if pairs is None else set(pairs)
     cells: dict[Pair, Cell] = {}
@@ -122,11 +122,29 @@ def read_cells(
             cell.rank, cell.progressed_at = WRONG, first_failed
         elif n_open:
             cell.rank, cell.progressed_at = RUNNING, first
+    if failures:
+        read_failures(s, owners, exercises, cells, pairs)
+    return cells
+
+
+def read_failures(
+    s: Session,
+    owners: list[str],
+    exercises: list[str],
+    cells: Mapping[Pair, Cell],
+    pairs: list[Pair] | None = None,
+) -> None:
+    """Each pair's failed runs, by state and message: how many, and the latest one's time."""
+    failed = Run.state.in_(FAILED)
+    groups = (
+        select(Run.user, Run.cell_id, Run.state, Run.detail, func.count(), func.max(Run.created_at))
+        .where(*_scope(owners, exercises, pairs), failed)
+        .group_by(Run.user, Run.cell_id, Run.state, Run.detail)
+    )
     for user, cell_id, state, detail, count, latest in s.execute(groups):
         cell = cells.get((user, cell_id))
         if cell is not None:
             cell.failures[(state, detail)] = (count, latest)
-    return cells
 
 
 def read_tiers(

@@ -123,10 +123,16 @@ def test_cells_failures_stuck_times_and_updates(database_url: str) -> None:
 
         # A new run: the next read asks for changes only, and only its cell has changed.
         cursor, asked = state.cursor, datetime.now(UTC)
-        # Read in full, then the tiers: cells seen by then are not sent again.
+        # Read in full, then the tiers: cells seen by then are not sent again ...
         assert view.changed_cells(found, state, shown, asked) == []
         tiered = {(c.id, c.key) for c in view.changed_cells(found, state, shown, cursor)}
-        assert tiered == {(f"c{ids['ana']}-0", "tier"), (f"c{ids['cy']}-0", "correct")}
+        # ... but those the second read (tiers, best times, failures) changed are.
+        assert tiered == {
+            (f"c{ids['ana']}-0", "tier"),
+            (f"c{ids['bo']}-0", "wrong"),
+            (f"c{ids['cy']}-0", "correct"),
+            (f"c{ids['cy']}-1", "wrong"),
+        }
         later = datetime.now(UTC) + timedelta(seconds=1)
         store(db, bo, correct_result(job(SAXPY), 50.0), later, cell=SAXPY)
         again = boards.state(db, found, CATALOG)
