@@ -10,9 +10,9 @@ deployment, and the message type. Its "session" is a dict that lives in a cookie
 app's own, signed with the app's secret key (app/routers/lti.py): no server-side store is
 needed, which keeps several web workers interchangeable.
 
-A launch signs the LMS user into the account linked to (issuer, sub): made on the first
-launch from the user's e-mail (the LMS's word counts as verified: the admin chose to trust
-the platform by registering it) with the role the roles claim gives (Instructor ->
+A launch signs the LMS user into the account linked to (issuer, sub), made on the first
+launch from the user's e-mail (never an account that exists already: many an LMS lets users
+type their own address) with the role the roles claim gives (Instructor ->
 instructor, Learner or anything else -> learner; a later Instructor launch raises a learner
 account to instructor, nothing ever lowers a role). A launch carrying the AGS endpoint claim
 with a line item links that line item to (account, exercise); when a submission of that
@@ -47,7 +47,7 @@ from kplay.app.services.ltiplatforms import (
     registration,
     tool_key,
 )
-from kplay.app.services.sso import SsoError, account_for
+from kplay.app.services.sso import SsoError, account_for, linked
 
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
 INSTRUCTOR = "http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor"
@@ -232,19 +232,23 @@ def role_of(roles: object) -> str:
 
 def lti_account(db: Database, issuer: str, body: t.Mapping[str, t.Any]) -> User:
     """The account the launch's user signs in as (made on the first launch)."""
+    from kplay.app.services.accounts import Accounts
+
     sub = str(body.get("sub") or "")
     email = str(body.get("email") or "").strip()
-    if not email:  # the LMS keeps the address private: a stand-in only this user has
+    source = "lti:" + issuer
+    # Many an LMS lets its users type their own address: a launch never signs in to an
+    # account made otherwise. An address that is missing, or taken by such an account,
+    # gives way to a stand-in only this LMS user has.
+    if not email or (linked(db, source, sub) is None and Accounts(db).by_email(email)):
         email = f"lti-{hashlib.sha256(f'{issuer}|{sub}'.encode()).hexdigest()[:20]}@lti.invalid"
     role = role_of(body.get(CLAIM + "roles"))
     name = str(body.get("name") or body.get("given_name") or "")
     try:
-        user, _made = account_for(db, "lti:" + issuer, sub, email, True, name=name, role=role)
+        user, _made = account_for(db, source, sub, email, True, name=name, role=role)
     except SsoError as exc:
         raise LtiError(str(exc)) from None
     if role == "instructor" and user.role == "learner":
-        from kplay.app.services.accounts import Accounts
-
         Accounts(db).set_role(user.id, "instructor")
     return user
 

@@ -127,6 +127,15 @@ def _make_account(db: Database, email: str, name: str, role: str) -> User:
     return user
 
 
+def linked(db: Database, source: str, subject: str) -> User | None:
+    """The account `subject` of `source` was linked to, if it was."""
+    with db.session() as s:
+        link = s.scalar(
+            select(SsoIdentity).where(SsoIdentity.source == source, SsoIdentity.subject == subject)
+        )
+        return s.get(User, link.user_id) if link is not None else None
+
+
 def account_for(
     db: Database,
     source: str,
@@ -143,14 +152,9 @@ def account_for(
     """
     if not subject or len(subject) > 255:
         raise SsoError("the identity carries no usable subject ('sub')")
-    with db.session() as s:
-        link = s.scalar(
-            select(SsoIdentity).where(SsoIdentity.source == source, SsoIdentity.subject == subject)
-        )
-        if link is not None:
-            user = s.get(User, link.user_id)
-            if user is not None:
-                return user, False
+    user = linked(db, source, subject)
+    if user is not None:
+        return user, False
     if not email:
         raise SsoError("the provider sent no e-mail address; allow the 'email' scope there")
     if not email_verified:

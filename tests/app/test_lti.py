@@ -214,3 +214,15 @@ def test_add_lti_platform_refuses_bad_input(
     assert main([*base, "--key-set-url", "https://lms.example/jwks", "--deployment-id", "d2"]) == 0
     assert main(["admin", "list-sso"]) == 0
     assert "lti https://lms.example (client c; deployments d1, d2)" in capsys.readouterr().out
+
+
+def test_a_launch_never_signs_in_to_an_account_made_otherwise(lms: Lms, client: TestClient) -> None:
+    db = client.app.state.services.db  # type: ignore[attr-defined]
+    mine = Accounts(db).create("grace@school.example", PASSWORD, "Grace", "admin")
+    lms.roles = [INSTRUCTOR]
+    assert launch(client, lms).status_code == 303
+    who = me(client)
+    assert who["signed_in"] is True and who["role"] == "instructor"
+    assert str(who["email"]).startswith("lti-") and str(who["email"]).endswith("@lti.invalid")
+    again = Accounts(db).get(mine.id)
+    assert again is not None and again.role == "admin"
