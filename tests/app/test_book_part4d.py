@@ -208,6 +208,14 @@ def test_the_error_tables_are_the_recorded_run(chapter: Chapter) -> None:
     never = [r["rel_frobenius"] for r in acc if r["sums"] == "13 bits, never promoted"]
     every = [r["rel_frobenius"] for r in acc if r["sums"] == "13 bits, promoted every 128"]
     assert never[0] < never[1] < never[2] and max(every) / min(every) < 1.01
+    growth = [later / earlier for earlier, later in zip(never, never[1:], strict=False)]
+    assert all(3.5 < g < 4.5 for g in growth) and "about four times per fourfold `K`" in flat
+    bf16 = next(r for r in run["scaling"] if r["scheme"] == "bf16, no scales"
+                and r["size"] == "256x256x4096" and r["data"] == "gaussian")  # fmt: skip
+    e4m3 = [r["rel_frobenius"] for r in run["scaling"] if r["scheme"].startswith("e4m3")
+            and r["size"] == "256x256x4096" and r["data"] == "gaussian"]  # fmt: skip
+    assert all(round(e / bf16["rel_frobenius"]) == 16 for e in e4m3)
+    assert "Sixteen times the error of bf16" in flat and "near 3.7% relative error" in flat
     assert f"{never[2]:.1%}" == "2.5%" and "At `K = 16384` it reaches 2.5%" in flat
     assert f"{every[0]:.1e}" == "2.4e-04" and "a fixed 2.4e-04" in flat
     for name in ("bench/RESULTS.md", "bench/results/fp8_error.json", "bench/fp8_error.py"):
