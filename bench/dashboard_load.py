@@ -20,7 +20,8 @@ client's round trip beside it:
 * first render, warm: the same page while the state is kept (a second instructor's page, a
   reload): roster queries, one query for changes, the render;
 * live update: GET .../dashboard/updates?since=<cursor> after 1 to 3 new runs of random
-  learners were written (the poll with news), and again with none (a quiet poll).
+  learners were written (the poll with news; polls 5 s apart, as the page makes them), and
+  again with none (a quiet poll).
 
     python bench/dashboard_load.py [--iterations 40] [--json bench/results/dashboard_load.json]
 """
@@ -308,7 +309,7 @@ def measure(
             found = CURSOR.search(update)
             assert found is not None
             since = found.group(1)
-            time.sleep(0.02)
+            time.sleep(POLL_S)  # as the page polls: its cursor is one poll old
         # The first quiet poll still carries the last news (the cursor reaches back
         # OVERLAP); from the next one on, nothing.
         time.sleep(OVERLAP_S + 0.1)
@@ -327,7 +328,8 @@ def measure(
     }
 
 
-OVERLAP_S = 5.0
+OVERLAP_S = 5.0  # app.services.dashboard.OVERLAP
+POLL_S = 5.0  # app.routers.dashboard.POLL_S
 
 
 def main() -> None:

@@ -71,30 +71,36 @@ class HeatCell:
     key: str  # untried, running, wrong, correct, tier
     tier: str | None
     text: str  # the short text shown in the cell
-    words: str  # the whole state, for a tooltip
+    words: str  # the whole state, for a tooltip (the row and column name who and what)
 
     def html(self, oob: bool = False) -> Markup:
         tier = f" hm-tier-{self.tier}" if self.tier else ""
-        data = f' data-tier="{escape(self.tier)}"' if self.tier else ""
+        data = f' data-tier="{self.tier}"' if self.tier else ""
         swap = ' hx-swap-oob="true"' if oob else ""
         return Markup(
-            f'<td id="{self.id}" class="hm hm-{self.key}{escape(tier)}" '
-            f'data-state="{self.key}"{data} title="{escape(self.words)}"{swap}>'
-            f"{escape(self.text)}</td>"
+            f'<td id="{self.id}" class="hm hm-{self.key}{tier}" '
+            f'data-state="{self.key}"{data} title="{self.words}"{swap}>{self.text}</td>'
         )
 
 
-def heat_cell(learner: Learner, column: int, exercise: Exercise, cell: Cell) -> HeatCell:
-    key, tier = cell.key, cell.tier.name if cell.tier is not None else None
+@lru_cache(maxsize=8192)
+def _look(key: str, tier: str | None, runs: int, failed: int) -> tuple[str, str]:
+    """A cell's text and tooltip, escaped, from what it shows."""
     if tier is not None:
         text, state = tier[:1].upper(), f"tier {tier}"
     elif key == "wrong":
-        text, state = f"✗{cell.failed}", STATE_WORDS[key]
+        text, state = f"✗{failed}", STATE_WORDS[key]
     else:
         text, state = SHORT[key], STATE_WORDS[key]
-    runs = f"{cell.runs} run{'s' if cell.runs != 1 else ''}, {cell.failed} failed"
-    words = f"{learner.name}, {exercise.title}: {state}" + (f" ({runs})" if cell.runs else "")
-    return HeatCell(cell_id(learner, column), key, tier, text, words)
+    words = state + (f" ({runs} run{'s' if runs != 1 else ''}, {failed} failed)" if runs else "")
+    return str(escape(text)), str(escape(words))
+
+
+def heat_cell(learner: Learner, column: int, cell: Cell) -> HeatCell:
+    key, tier = cell.key, cell.tier.name if cell.tier is not None else None
+    text, words = _look(key, tier, cell.runs, cell.failed)
+    safe_tier = None if tier is None else str(escape(tier))
+    return HeatCell(cell_id(learner, column), key, safe_tier, text, words)
 
 
 @dataclass(frozen=True)
@@ -111,10 +117,7 @@ def heatmap(roster: Roster, state: CohortState, shown: list[Exercise]) -> list[H
         rows = []
         for learner in roster.learners:
             cells = [state.cell(learner.owner, e.id) for e in shown]
-            html = Markup("").join(
-                heat_cell(learner, j, e, c).html()
-                for j, (e, c) in enumerate(zip(shown, cells, strict=True))
-            )
+            html = Markup("").join(heat_cell(learner, j, c).html() for j, c in enumerate(cells))
             rows.append(HeatRow(learner, html, sum(1 for c in cells if c.rank >= CORRECT)))
         return rows
 
@@ -126,12 +129,12 @@ def changed_cells(
 ) -> list[HeatCell]:
     """The cells this process took a change of in after `since`."""
     by_owner = {x.owner: x for x in roster.learners}
-    by_id = {e.id: (j, e) for j, e in enumerate(shown)}
+    by_id = {e.id: j for j, e in enumerate(shown)}
     out = []
     for (owner, ex), cell in state.cells.items():
         if cell.seen_at > since and owner in by_owner and ex in by_id:
-            j, e = by_id[ex]
-            out.append(heat_cell(by_owner[owner], j, e, cell))
+            j = by_id[ex]
+            out.append(heat_cell(by_owner[owner], j, cell))
     return out
 
 
