@@ -145,7 +145,8 @@ def dashboard_updates(
     stuck_minutes: Minutes = view.STUCK_MINUTES,
 ) -> Response:
     """The cells changed since the cursor (and a little before it: another process may
-    have seen a run earlier), the stuck list, and the summaries when any cell changed."""
+    have seen a run earlier), the stuck list, and the summaries when a cell changed after
+    the cursor itself."""
     try:
         found, state, shown, context = _context(
             request, services, cohort_id, user, stuck_fails, stuck_minutes
@@ -156,8 +157,12 @@ def dashboard_updates(
     with state.lock:
         _stuck(found, state, shown, context)
         changed = view.changed_cells(found, state, shown, after)
-        if changed:
+        # The summaries come again only with news since the cursor itself.
+        if changed and view.changed_cells(
+            found, state, shown, EPOCH + timedelta(microseconds=since)
+        ):
             context.update(_summaries(found, state, shown))
+        context["solved"] = view.solved(found, state, shown, changed)
     context["changed"] = changed
     return render(request, services, "dashboard/updates.html", page=found, **context)
 

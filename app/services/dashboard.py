@@ -92,6 +92,7 @@ class CohortState:
     recent: dict[str, datetime] = field(default_factory=dict)  # run id: updated_at, lately
     groups: dict[tuple[str, str], Group] | None = None
     version: int = 0  # one more at each change: what `memo` keys its entries by
+    best_version: int = 0  # one more at each change of a best time
     memo: dict[str, tuple[int, Any]] = field(default_factory=dict)
 
     def put(self, found: Mapping[Pair, Cell], when: datetime | None) -> None:
@@ -101,6 +102,8 @@ class CohortState:
             if self.groups is not None:
                 self._regroup(pair[0], self.cells.get(pair), -1)
                 self._regroup(pair[0], cell, 1)
+            if self.cells.get(pair, UNTOUCHED).best_us != cell.best_us:
+                self.best_version += 1
             self.cells[pair] = cell
             if cell.changed_at > self.cursor:
                 self.cursor = cell.changed_at
@@ -137,13 +140,14 @@ class CohortState:
             if group.count <= 0:
                 del self.groups[key]
 
-    def remember(self, name: str, make: Any) -> Any:
-        """`make()`, computed once per version of the state."""
+    def remember(self, name: str, make: Any, version: int | None = None) -> Any:
+        """`make()`, computed once per version of the state (or the `version` given)."""
+        version = self.version if version is None else version
         had = self.memo.get(name)
-        if had is not None and had[0] == self.version:
+        if had is not None and had[0] == version:
             return had[1]
         value = make()
-        self.memo[name] = (self.version, value)
+        self.memo[name] = (version, value)
         return value
 
 

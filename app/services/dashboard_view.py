@@ -138,6 +138,18 @@ def changed_cells(
     return out
 
 
+def solved(
+    roster: Roster, state: CohortState, shown: list[Exercise], cells: list[HeatCell]
+) -> dict[int, int]:  # noqa: E501
+    """How many exercises each learner of `cells` has solved (the heatmap's solved column)."""
+    ids = {int(c.id[1:].split("-")[0]) for c in cells}
+    return {
+        x.user_id: sum(1 for e in shown if state.cell(x.owner, e.id).rank >= CORRECT)
+        for x in roster.learners
+        if x.user_id in ids
+    }
+
+
 # ------------------------------------------------------------------ failure clusters
 
 
@@ -252,7 +264,7 @@ def times(roster: Roster, state: CohortState, shown: list[Exercise]) -> list[Tim
             out.append(Times(e, len(best), p10, p50, p90, histogram(best)))
         return out
 
-    return state.remember("times", make)  # type: ignore[no-any-return]
+    return state.remember("times", make, state.best_version)  # type: ignore[no-any-return]
 
 
 # ------------------------------------------------------------------ stuck

@@ -105,6 +105,7 @@ def test_a_learners_run_reaches_the_next_update_and_only_it(
     assert cells == [f"c{ids['bo']}-0"]
     assert 'data-state="correct"' in update or 'data-state="tier"' in update
     assert 'id="dash-failures"' in update and 'id="dash-times"' in update
+    assert f'<td id="s{ids["bo"]}" class="num" hx-swap-oob="true">1</td>' in update
     newer = CURSOR.search(update)
     assert newer is not None and int(newer.group(1)) > int(cursor.group(1))
     # Read again a little later: the cursor moved past it, so no cell comes back.

@@ -162,6 +162,7 @@ def test_the_heatmap_follows_a_learners_run_then_drill_down_and_export(
         timeout=RUN_LIMIT_MS,
     )
     assert teacher.evaluate("window.__sameDocument === true")
+    teacher.wait_for_function(f"document.querySelector('#s{learner_id}').textContent === '1'")
     assert "(1 run, 0 failed)" in teacher.locator(f"#c{learner_id}-0").get_attribute("title")
     _shot(teacher, "dashboard-after-run.png", full_page=True)
 
