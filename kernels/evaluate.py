@@ -42,7 +42,7 @@ from kplay.kernels.models import (
     SystemInfo,
     TimingStage,
 )
-from kplay.kernels.perf import measure
+from kplay.kernels.perf import measure, withheld
 from kplay.kernels.problem import ProblemSpec
 from kplay.kernels.remote import BoxClient, BoxFailure, LearnerException
 from kplay.kernels.seeds import RunSeeds
@@ -363,7 +363,7 @@ class _KernelRun:
                 RunState.wrong,
                 f"re-check after timing failed: {recheck.message}",
                 check=check_stage,
-                timing=timing,
+                timing=withheld(timing, "the output of the re-check after timing was wrong"),
             )
         stages = {"check": check_stage, "timing": timing, "roofline": measured.roofline}
         if measured.too_fast is not None:

@@ -121,6 +121,19 @@ def measure(
     return measured
 
 
+# What a timing stage keeps when its numbers are withheld: how it was made, not what it found.
+_KEPT = ("case", "params", "l2_flushed", "threads", "timer", "input_sets", "buffer_sets",
+         "checked_reps", "checked_policy")  # fmt: skip
+
+
+def withheld(timing: TimingStage | None, why: str) -> TimingStage | None:
+    """`timing` without its numbers: the time of a run found wrong afterwards is no time."""
+    if timing is None:
+        return None
+    kept = {k: v for k, v in timing.model_dump().items() if k in _KEPT}
+    return TimingStage(timed=False, untimed_reason=why, **kept)
+
+
 def _wrong_repetition(rotation: Rotation, case: Case, check: CaseCheck) -> Measured:
     """A run whose repetitions were not all right has no time worth showing."""
     stage = TimingStage(

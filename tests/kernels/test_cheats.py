@@ -63,7 +63,10 @@ def test_a_cheating_kernel_gets_the_verdict_it_declares(slug: str, backend: str,
     assert result.state.value == expected, f"{result.state}: {result.message}"
     if expected == "wrong":
         assert not result.verified
-        assert "was wrong" in (result.message or "")
+        # Caught in a checked repetition ("... was wrong"), or, where the timing loop was too
+        # short to repeat an input set (a loaded machine), by the re-check after it.
+        said = result.message or ""
+        assert "was wrong" in said or said.startswith("re-check after timing failed"), said
         # The time of a kernel caught cheating is not shown as its time.
         assert result.timing is not None and not result.timing.timed and not result.roofline
     if expected == "done":
@@ -272,3 +275,26 @@ def test_honest_gpu_kernels_are_checked_every_repetition_and_verified(slug, back
     assert timing.checked_policy == "every repetition, on the device"
     assert timing.checked_reps >= timing.reps  # the warm-ups are checked too
     assert timing.input_sets >= 2 and timing.buffer_sets >= 1
+
+
+def test_a_run_found_wrong_after_timing_shows_no_time() -> None:
+    """The re-check after timing is the last word: a run it finds wrong keeps how it was
+    timed (the case, the input sets) and none of what the timing found."""
+    from kplay.kernels.models import TimingStage
+    from kplay.kernels.perf import withheld
+
+    timed = TimingStage(
+        timed=True, case="16M", params={"n": 16}, median_us=12.5, q1_us=12.0, q3_us=13.0,
+        reps=40, input_sets=3, buffer_sets=2, checked_reps=5, timer="perf_counter",
+    )  # fmt: skip
+    shown = withheld(timed, "the output of the re-check after timing was wrong")
+    assert shown is not None and not shown.timed
+    assert shown.untimed_reason == "the output of the re-check after timing was wrong"
+    assert shown.median_us is None and shown.q1_us is None and shown.reps is None
+    assert (shown.case, shown.params, shown.input_sets, shown.checked_reps) == (
+        "16M",
+        {"n": 16},
+        3,
+        5,
+    )
+    assert withheld(None, "no timing") is None
