@@ -24,7 +24,7 @@ from kplay.app.services import cohorts as co
 from kplay.app.services.ltigrades import scores_settled
 from kplay.app.services.records import is_final
 from kplay.app.services.runs import RunInputError, RunRequest, RunService
-from kplay.kernels.models import LaunchOverride, RunJob, RunState
+from kplay.kernels.models import LaunchOverride, RunState
 
 
 def verdict(run: Run) -> tuple[str, float | None]:
@@ -53,36 +53,9 @@ def start_grading(
         device=device,
     )
     try:
-        problem, _cell = runs.validate(req)
+        return runs.create(req, owner, secret_seed=seed, attempt=False)
     except RunInputError as exc:
         raise co.CohortError(exc.status, f"this run cannot be graded: {exc.message}") from None
-    job = RunJob(
-        problem=problem.slug,
-        backend=req.backend,
-        source=req.source,
-        cell=req.cell,
-        launch=req.launch,
-        user=owner,
-        device=device,
-        secret_seed=seed,
-        timing_cap_s=runs.timing_cap_s,
-    )
-    grading = Run(
-        id=job.job_id,
-        user=owner,
-        cell_id=None,  # no attempt of the cell: the submission marks it as a grading run
-        chapter=run.chapter,
-        problem=problem.slug,
-        backend=req.backend,
-        source=req.source,
-        launch=run.launch,
-        state=RunState.queued.value,
-        detail="waiting for a worker to grade it",
-    )
-    try:
-        return runs._store_and_submit(grading, job, owner)
-    except RunInputError as exc:
-        raise co.CohortError(exc.status, exc.message) from None
 
 
 def settle(db: Database, rows: list[Submission]) -> None:

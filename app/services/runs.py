@@ -120,8 +120,14 @@ class RunService:
             ) from None
         return problem, cell
 
-    def create(self, req: RunRequest, user: str) -> Run:
-        """Store the run (queued), then hand it over. The row exists before any worker sees it."""
+    def create(
+        self, req: RunRequest, user: str, secret_seed: int | None = None, attempt: bool = True
+    ) -> Run:
+        """Store the run (queued), then hand it over. The row exists before any worker sees it.
+
+        A grading run (app/services/grading.py) passes the assignment's `secret_seed`, which
+        the checker's inputs derive from, and `attempt=False`: it is no attempt of the cell,
+        so its row names none."""
         problem, cell = self.validate(req)
         job = RunJob(
             problem=problem.slug,
@@ -132,19 +138,20 @@ class RunService:
             user=user,
             requires=req.requires or _arch_requirement(req.backend, req.source),
             device=req.device,
+            secret_seed=secret_seed,
             timing_cap_s=self.timing_cap_s,
         )
         run = Run(
             id=job.job_id,
             user=user,
-            cell_id=req.cell,
+            cell_id=req.cell if attempt else None,
             chapter=(cell.chapter or None) if cell else None,  # none for a catalog cell
             problem=problem.slug,
             backend=req.backend,
             source=req.source,
             launch=req.launch.model_dump(mode="json") if req.launch else None,
             state=RunState.queued.value,
-            detail="waiting for a worker",
+            detail="waiting for a worker" if attempt else "waiting for a worker to grade it",
         )
         return self._store_and_submit(run, job, user)
 
