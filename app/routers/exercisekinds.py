@@ -17,7 +17,7 @@ from kplay.app.deps import RunsDep, ServicesDep, UserDep
 from kplay.app.localmode import local_runs_only
 from kplay.app.ratelimit import limit_run_starts
 from kplay.app.render import render
-from kplay.app.routers.runs_html import from_our_page
+from kplay.app.routers.runs_html import error_card, from_our_page
 from kplay.app.services import views
 from kplay.app.services.exercisekinds import ExerciseError, ExerciseService
 from kplay.app.services.exercisespec import FixExercise, PredictExercise, ProfileExercise
@@ -31,12 +31,6 @@ FormText = Annotated[str, Form()]
 # A prediction's number: a database integer (PostgreSQL refuses a larger one with an error).
 PredictionId = Annotated[int, Path(ge=1, le=2**31 - 1, description="the prediction's number")]
 STATE = "fragments/exercise_state.html"
-
-
-def _error(request: Request, services: ServicesDep, status: int, message: str) -> Response:
-    return render(
-        request, services, "fragments/input_error.html", status_code=status, message=message
-    )
 
 
 @router.post(
@@ -69,9 +63,9 @@ def predicted_run(
         req = RunRequest(spec.problem, backend, source, spec.id, launch, device=device or None)
         run = exercises.predict_and_run(cell_id, user, prediction, req)
     except LaunchInputError as exc:
-        return _error(request, services, 422, f"launch fields: {exc}")
+        return error_card(request, services, 422, f"launch fields: {exc}")
     except ExerciseError as exc:
-        return _error(request, services, exc.status, exc.message)
+        return error_card(request, services, exc.status, exc.message)
     card = views.run_card(runs, run.id, user)
     return render(request, services, "fragments/run_card.html", status_code=201, card=card)
 
@@ -85,7 +79,7 @@ def exercise_panel(
     try:
         spec = exercises.cell(cell_id)
     except ExerciseError as exc:
-        return _error(request, services, exc.status, exc.message)
+        return error_card(request, services, exc.status, exc.message)
     state = exercises.state(spec, user)
     return render(request, services, STATE, spec=spec, ex=spec.exercise, state=state)
 
@@ -104,7 +98,7 @@ async def answer_html(
         state = exercises.answer(cell_id, user, given)
         spec = exercises.cell(cell_id, "profile")
     except ExerciseError as exc:
-        return _error(request, services, exc.status, exc.message)
+        return error_card(request, services, exc.status, exc.message)
     return render(request, services, STATE, spec=spec, ex=spec.exercise, state=state)
 
 

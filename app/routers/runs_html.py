@@ -30,7 +30,8 @@ def from_our_page(request: Request) -> None:
         raise HTTPException(status_code=403, detail="runs start from the playground's own pages")
 
 
-def _error_card(request: Request, services: ServicesDep, status: int, message: str) -> Response:
+def error_card(request: Request, services: ServicesDep, status: int, message: str) -> Response:
+    """A refusal in the card's place (the run fragments and the exercise panels)."""
     return render(
         request, services, "fragments/input_error.html", status_code=status, message=message
     )
@@ -60,15 +61,15 @@ def run_cell(
     try:
         cell = services.book.cell(cell_id)
     except KeyError:
-        return _error_card(request, services, 404, f"unknown cell {cell_id!r}")
+        return error_card(request, services, 404, f"unknown cell {cell_id!r}")
     try:
         launch = override_from_form(grid, block, shared_mem_bytes, num_warps, num_stages, constants)
         req = RunRequest(cell.problem, backend, source, cell.id, launch, device=device or None)
         run = runs.create(req, user)
     except LaunchInputError as exc:
-        return _error_card(request, services, 422, f"launch fields: {exc}")
+        return error_card(request, services, 422, f"launch fields: {exc}")
     except RunInputError as exc:
-        return _error_card(request, services, exc.status, exc.message)
+        return error_card(request, services, exc.status, exc.message)
     card = views.run_card(runs, run.id, user)
     return render(request, services, "fragments/run_card.html", status_code=201, card=card)
 
@@ -85,9 +86,9 @@ def profile_run(
     try:
         run = runs.profile(run_id, user)
     except RunNotFound:
-        return _error_card(request, services, 404, f"no run {run_id!r}")
+        return error_card(request, services, 404, f"no run {run_id!r}")
     except RunInputError as exc:
-        return _error_card(request, services, exc.status, exc.message)
+        return error_card(request, services, exc.status, exc.message)
     card = views.run_card(runs, run.id, user)
     return render(request, services, "fragments/run_card.html", status_code=201, card=card)
 
@@ -100,7 +101,7 @@ def run_card(
     try:
         card = views.run_card(runs, run_id, user)
     except RunNotFound:
-        return _error_card(request, services, 404, f"no run {run_id!r}")
+        return error_card(request, services, 404, f"no run {run_id!r}")
     return render(request, services, "fragments/run_card.html", card=card)
 
 
@@ -111,6 +112,6 @@ def cell_history(
     try:
         services.book.cell(cell_id)
     except KeyError:
-        return _error_card(request, services, 404, f"unknown cell {cell_id!r}")
+        return error_card(request, services, 404, f"unknown cell {cell_id!r}")
     history = views.history_view(runs, cell_id, user)
     return render(request, services, "fragments/history.html", history=history)
