@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.celery_fleet import Redis, Sink  # noqa: E402
-from bench.celery_overhead import _percentile  # noqa: E402
+from bench.fleet_gpu import _stats as _summary  # noqa: E402
 from kplay.kernels.models import ProgressEvent, RunJob  # noqa: E402
 
 SOLUTION = ROOT / "kernels/problems/vector_add/solutions/correct/vector_add.numba_cpu.py"
@@ -62,15 +62,6 @@ class PhaseSink(Sink):
         now = time.perf_counter()
         with self._lock:
             self.seen.setdefault(event.job_id, {}).setdefault(event.state.value, now)
-
-
-def _summary(values: list[float]) -> dict[str, float]:
-    return {
-        "p50_ms": round(statistics.median(values), 1),
-        "p95_ms": round(_percentile(values, 0.95), 1),
-        "max_ms": round(max(values), 1),
-        "runs": len(values),
-    }
 
 
 def main() -> None:
