@@ -6,9 +6,6 @@ Screenshots land in test-artifacts/; the pages report no CSP violation."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,17 +18,15 @@ from tests.browser.test_playground import (  # noqa: F401 - the module's browser
     ARTIFACTS,
     CELL,
     GOOD,
-    REPO,
     RUN_LIMIT_MS,
     _card_id,
     _csp_reports,
-    _free_port,
     _replace_code,
     _require_browser,
     _wait_new_final_card,
-    _wait_up,
     _watch_csp,
     browser,
+    running_server,
 )
 
 pytestmark = pytest.mark.browser
@@ -45,40 +40,8 @@ PASSWORD = "a password long enough"
 def classroom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """The server, as test_playground starts it, and the URL of its database."""
     _require_browser()
-    port = _free_port()
-    data = tmp_path_factory.mktemp("classroom")
-    database_url = f"sqlite:///{data / 'kplay.sqlite3'}"
-    env = {
-        **os.environ,
-        "KPLAY_DATABASE_URL": database_url,
-        "KPLAY_PORT": str(port),
-        "KPLAY_POOL_SIZE": "1",
-        "KPLAY_JOB_TIMEOUT_S": "180",
-        "KPLAY_LOG_LEVEL": "warning",
-        "XDG_DATA_HOME": str(data / "xdg-data"),
-    }
-    env.pop("KPLAY_BROKER_URL", None)
-    env.pop("KPLAY_SECRET_KEY", None)
-    log_path = data / "server.log"
-    log = log_path.open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from app.main import serve; serve()"],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_up(url, proc, log_path)
+    with running_server(tmp_path_factory.mktemp("classroom")) as (url, database_url):
         yield url, database_url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
 
 
 def _shot(page: object, name: str) -> None:

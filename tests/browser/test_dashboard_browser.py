@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,14 +18,12 @@ from kplay.app.services.accounts import Accounts
 from tests.browser.test_playground import (  # noqa: F401 - the module's fixtures
     ARTIFACTS,
     GOOD,
-    REPO,
     RUN_LIMIT_MS,
     _csp_reports,
-    _free_port,
     _require_browser,
-    _wait_up,
     _watch_csp,
     browser,
+    running_server,
 )
 
 pytestmark = pytest.mark.browser
@@ -41,39 +36,8 @@ PASSWORD = "a password long enough"
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """The server, and its database's URL (to give the instructor the instructor role)."""
     _require_browser()
-    port = _free_port()
-    data = tmp_path_factory.mktemp("dashboard-server")
-    database = f"sqlite:///{data / 'kplay.sqlite3'}"
-    env = {
-        **os.environ,
-        "KPLAY_DATABASE_URL": database,
-        "KPLAY_PORT": str(port),
-        "KPLAY_POOL_SIZE": "1",
-        "KPLAY_JOB_TIMEOUT_S": "180",
-        "KPLAY_LOG_LEVEL": "warning",
-        "XDG_DATA_HOME": str(data / "xdg-data"),
-    }
-    env.pop("KPLAY_BROKER_URL", None)
-    env.pop("KPLAY_SECRET_KEY", None)
-    log_path = data / "server.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "from app.main import serve; serve()"],
-            cwd=REPO,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            _wait_up(url, proc, log_path)
-            yield url, database
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    with running_server(tmp_path_factory.mktemp("dashboard-server")) as (url, database_url):
+        yield url, database_url
 
 
 def _sign_up(page: object, server: str, email: str, name: str) -> None:

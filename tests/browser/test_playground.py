@@ -10,6 +10,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -73,11 +74,22 @@ def _wait_up(url: str, proc: subprocess.Popen[bytes], log: Path, limit_s: float 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     _require_browser()
-    port = _free_port()
     data = tmp_path_factory.mktemp("server")
+    with running_server(data) as (url, _database):
+        key = data / "xdg-data" / "kernel-playground" / "secret_key"
+        assert key.is_file() and key.stat().st_mode & 0o777 == 0o600
+        yield url
+
+
+@contextmanager
+def running_server(data: Path) -> Iterator[tuple[str, str]]:
+    """`kplay serve` (embedded, one pool slot) on a free port with its database and data
+    folder in `data`: its URL and its database's URL, until the block ends."""
+    port = _free_port()
+    database_url = f"sqlite:///{data / 'kplay.sqlite3'}"
     env = {
         **os.environ,
-        "KPLAY_DATABASE_URL": f"sqlite:///{data / 'kplay.sqlite3'}",
+        "KPLAY_DATABASE_URL": database_url,
         "KPLAY_PORT": str(port),
         "KPLAY_POOL_SIZE": "1",
         "KPLAY_JOB_TIMEOUT_S": "180",
@@ -88,27 +100,24 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env.pop("KPLAY_BROKER_URL", None)
     env.pop("KPLAY_SECRET_KEY", None)
     log_path = data / "server.log"
-    log = log_path.open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from app.main import serve; serve()"],
-        cwd=REPO,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_up(url, proc, log_path)
-        key = data / "xdg-data" / "kernel-playground" / "secret_key"
-        assert key.is_file() and key.stat().st_mode & 0o777 == 0o600
-        yield url
-    finally:
-        proc.terminate()
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from app.main import serve; serve()"],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        url = f"http://127.0.0.1:{port}"
         try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+            _wait_up(url, proc, log_path)
+            yield url, database_url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 @pytest.fixture(scope="module")
