@@ -12,6 +12,7 @@ from kplay.app.deps import RunsDep, ServicesDep, UserDep
 from kplay.app.localmode import local_runs_only
 from kplay.app.ratelimit import limit_run_starts
 from kplay.app.schemas import ErrorOut, ProblemSummary, RunCreate, RunCreated, RunOut, RunSummary
+from kplay.app.services.exercisekinds import ExerciseError, ExerciseService
 from kplay.app.services.problems import problem_summaries, public_problem
 from kplay.app.services.runs import RunInputError, RunNotFound, RunRequest, RunService
 
@@ -68,7 +69,7 @@ def _input_error(exc: RunInputError) -> HTTPException:
     description="The run belongs to the reader of the session cookie sent with the request; "
     "without one, a new session begins and its cookie comes back in the answer. Only that "
     "session can read the run afterwards.",
-    responses={**errors(400, 404, 413, 422), **REFUSED},
+    responses={**errors(400, 404, 409, 413, 422), **REFUSED},
     dependencies=[Depends(local_runs_only), Depends(limit_run_starts)],
 )
 def create_run(body: RunCreate, runs: RunsDep, user: UserDep) -> RunCreated:
@@ -82,9 +83,12 @@ def create_run(body: RunCreate, runs: RunsDep, user: UserDep) -> RunCreated:
         device=body.device,
     )
     try:
-        run = runs.create(request, user)
+        # A predict cell's run takes the reader's open prediction, or is refused without one.
+        run = ExerciseService(runs).run_cell(user, request)
     except RunInputError as exc:
         raise _input_error(exc) from None
+    except ExerciseError as exc:
+        raise HTTPException(status_code=exc.status, detail=exc.message) from None
     return _created(run, runs)
 
 

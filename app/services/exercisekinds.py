@@ -176,7 +176,7 @@ class ExerciseService:
                         409, "this prediction already has its run; make a new prediction"
                     )
             try:
-                run = self.runs.create(req, user)
+                run = self.runs.create(req, user, predicted=True)
             except RunInputError as exc:
                 raise ExerciseError(exc.status, exc.message) from None
             with self.db.session() as s:
@@ -186,6 +186,19 @@ class ExerciseService:
                     .values(run_id=run.id, updated_at=utcnow())
                 )
         return run
+
+    def run_cell(self, user: str, req: RunRequest) -> Run:
+        """A run asked for by cell (the API's POST /runs): on a predict cell, the run of the
+        reader's open prediction; without one, RunService refuses it (RunInputError)."""
+        try:
+            spec = self.runs.book.cell(req.cell) if req.cell is not None else None
+        except KeyError:
+            spec = None  # RunService names the unknown cell
+        predicts = spec is not None and isinstance(spec.exercise, PredictExercise)
+        open_row = self.open_prediction(spec.id, user) if spec is not None and predicts else None
+        if open_row is None:
+            return self.runs.create(req, user)
+        return self.run(open_row.id, user, req)
 
     def predict_and_run(self, cell_id: str, user: str, raw: str, req: RunRequest) -> Run:
         """The page's Run button on a predict cell: the prediction first, then its run."""

@@ -121,14 +121,22 @@ class RunService:
         return problem, cell
 
     def create(
-        self, req: RunRequest, user: str, secret_seed: int | None = None, attempt: bool = True
+        self,
+        req: RunRequest,
+        user: str,
+        secret_seed: int | None = None,
+        attempt: bool = True,
+        predicted: bool = False,
     ) -> Run:
         """Store the run (queued), then hand it over. The row exists before any worker sees it.
 
         A grading run (app/services/grading.py) passes the assignment's `secret_seed`, which
         the checker's inputs derive from, and `attempt=False`: it is no attempt of the cell,
-        so its row names none."""
+        so its row names none. An attempt of a "predict, then run" cell comes only through
+        its stored prediction (app/services/exercisekinds.py passes `predicted=True`)."""
         problem, cell = self.validate(req)
+        if attempt and not predicted and cell is not None:
+            refuse_unpredicted(cell)
         job = RunJob(
             problem=problem.slug,
             backend=req.backend,
@@ -330,6 +338,18 @@ class RunService:
             if runs:
                 out[cell_id] = runs[0]
         return out
+
+
+def refuse_unpredicted(cell: CellSpec) -> None:
+    """A run of a "predict, then run" cell needs its prediction recorded first."""
+    ex = cell.exercise
+    if ex is not None and ex.kind == "predict":
+        raise RunInputError(
+            409,
+            f"cell {cell.id!r} is a predict-then-run exercise: record your prediction before "
+            f"you run it (POST /api/v1/cells/{cell.id}/predictions, or the prediction field "
+            "on the page), then run",
+        )
 
 
 def _arch_requirement(backend: str, source: str) -> str | None:
