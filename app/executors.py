@@ -8,7 +8,11 @@ probing for attribute names.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Protocol, runtime_checkable
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from kplay.config import Settings
 from kplay.kernels.models import RunJob
@@ -59,4 +63,22 @@ def make_executor(settings: Settings) -> Executor:
 
     limits = Limits.from_settings(settings)
     # Positional: the pool size is the first parameter whatever its name.
-    return LocalExecutor(settings.pool_size, limits)
+    return LocalExecutor(
+        settings.pool_size, limits, durations_file=durations_file(settings.database_url)
+    )
+
+
+def durations_file(database_url: str) -> Path | None:
+    """Where the embedded executor keeps its run durations across restarts (the prior of
+    the wait estimates): beside a SQLite database file, as SQLite keeps its own journals;
+    None for an in-memory database or another engine's."""
+    try:
+        url = make_url(database_url)
+    except ArgumentError:
+        return None
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    if url.database.startswith("file:"):
+        return None  # a URI filename: its options may name a memory database
+    path = Path(url.database)
+    return path.with_name(f"{path.name}-waits.json")

@@ -93,6 +93,10 @@ def run_test(args: argparse.Namespace) -> dict[str, Any]:
         if args.database is not None:
             # A server with history: its earlier runs, as a restart would find them.
             shutil.copyfile(args.database, work / "kplay.sqlite3")
+            # and the run durations it kept beside it (the wait estimate's prior), if any
+            kept = Path(f"{args.database}-waits.json")
+            if kept.is_file():
+                shutil.copyfile(kept, work / "kplay.sqlite3-waits.json")
         deployment = Deployment(args.mode, work, server_env)
         deployment.start()
         base = deployment.url

@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from kplay.config import EngineSettings, WorkerSettings
@@ -22,7 +23,7 @@ from kplay.workers.limits import Limits
 from kplay.workers.profiling import Profiler
 from kplay.workers.runner import DEFAULT_TARGET, PoolClosed, WorkerPool, failure_result
 from kplay.workers.sandbox import SandboxStatus
-from kplay.workers.waits import Durations, start_in_s
+from kplay.workers.waits import Durations, Kind, load, save, start_in_s
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class LocalExecutor(Executor):
         target: str = DEFAULT_TARGET,
         warm: bool = True,
         max_queued: int | None = 100,
+        durations_file: Path | None = None,
     ) -> None:
         if size < 1:
             raise ValueError("a local executor needs at least one worker")
@@ -48,7 +50,15 @@ class LocalExecutor(Executor):
         self._queue: collections.deque[RunJob] = collections.deque()
         # What each dispatcher is evaluating, and since when (monotonic seconds).
         self._running: dict[str, tuple[RunJob, float]] = {}
-        self.durations = Durations()
+        # Where the durations are kept across restarts (None: not kept); what an earlier
+        # server kept there is the prior of the wait estimates (workers.waits).
+        self.durations_file = durations_file
+        prior = load(durations_file) if durations_file is not None else None
+        self.durations = Durations(prior=prior)
+        self._saved_at = 0.0
+        # Jobs taken since start: the first of each fresh child is left out of the durations.
+        self._taken = 0
+        self._firsts: set[str] = set()
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
         self._stopping = False
@@ -106,10 +116,10 @@ class LocalExecutor(Executor):
             else:
                 return None
             now = time.monotonic()
-            running = [((j.problem, j.backend), now - t) for j, t in self._running.values()]
+            running = [(kind_of(j), now - t) for j, t in self._running.values()]
         estimate = start_in_s(
             running,
-            [(j.problem, j.backend) for j in ahead],
+            [kind_of(j) for j in ahead],
             self.size,
             self.durations.samples,
             self.limits.wall_timeout_s,
@@ -150,6 +160,7 @@ class LocalExecutor(Executor):
         for thread in self._threads:
             thread.join(timeout=10.0)
         self._threads.clear()
+        self._save(force=True)
 
     # ------------------------------------------------------------ dispatching
 
@@ -161,6 +172,9 @@ class LocalExecutor(Executor):
                 return None
             job = self._queue.popleft()
             self._running[job.job_id] = (job, time.monotonic())
+            self._taken += 1
+            if self._taken <= self.size:
+                self._firsts.add(job.job_id)
             return job
 
     def _dispatch(self) -> None:
@@ -173,8 +187,32 @@ class LocalExecutor(Executor):
             finally:
                 with self._cond:
                     _, started = self._running.pop(job.job_id)
-                self.durations.add((job.problem, job.backend), time.monotonic() - started)
+                    # The pool's children all start with the server: the first `size` jobs
+                    # are each one's first, which pays for imports and compilations later
+                    # jobs find done (3x a later job's time on a busy 2-CPU machine). A mean
+                    # that kept them would overstate every wait while they are recent.
+                    first_of_child = job.job_id in self._firsts
+                    self._firsts.discard(job.job_id)
+                # The worker's hold time: from taking the job to its verdict, as a waiting
+                # job sees it (a child's start or replacement included).
+                if not first_of_child:
+                    self.durations.add(kind_of(job), time.monotonic() - started)
+                    self._save()
             self._deliver(result)
+
+    def _save(self, force: bool = False) -> None:
+        """Keep the durations for a later server, at most every SAVE_EVERY_S seconds."""
+        if self.durations_file is None:
+            return
+        with self._cond:
+            now = time.monotonic()
+            if not force and now - self._saved_at < SAVE_EVERY_S:
+                return
+            self._saved_at = now
+        try:
+            save(self.durations, self.durations_file)
+        except OSError as exc:
+            log.warning("could not keep the run durations in %s: %s", self.durations_file, exc)
 
     def _evaluate(self, job: RunJob) -> RunResult:
         assert self._pool is not None
@@ -204,6 +242,15 @@ class LocalExecutor(Executor):
             self._sink.on_result(result)
         except Exception:  # noqa: BLE001 - a failing sink must not stop the dispatcher
             log.exception("result sink failed for job %s", result.job_id)
+
+
+# How often the durations are written to their file while jobs finish.
+SAVE_EVERY_S = 10.0
+
+
+def kind_of(job: RunJob) -> Kind:
+    """What a job's duration is counted with (workers.waits)."""
+    return (job.problem, job.backend, job.mode)
 
 
 # ---------------------------------------------------------------- the local machine

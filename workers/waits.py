@@ -11,17 +11,25 @@ its worker until the time limit), so the estimate looks at what is actually ahea
   recent jobs of its kind;
 - the job starts when, after all of them are placed, the first worker comes free.
 
-A job's kind is its (problem, backend); with too few recent jobs of that kind, its backend's,
-then every job's durations stand in. No recent job at all: no estimate.
+A job's kind is its (problem, backend), or (problem, backend, mode) where the executor knows
+the mode (a check-only run is a fraction of a full one); with too few recent jobs of that
+kind, its backend's, then every job's durations stand in.
+
+A restarted server has no recent job: `Durations` then reads a prior, the durations an
+earlier server kept (`save`/`load`), kind by kind, until this one has its own. No recent job
+and no prior: no estimate.
 """
 
 from __future__ import annotations
 
 import heapq
+import json
+import os
 import statistics
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 
 # Durations kept per kind, per backend and overall (the mean of a kind whose jobs sometimes
 # run to the time limit needs a good many to settle).
@@ -29,7 +37,7 @@ KEPT = 200
 # Fewer recent jobs than this of a kind: its backend's (then every job's) durations are used.
 MIN_SAMPLES = 5
 
-Kind = tuple[str, str]  # (problem, backend)
+Kind = tuple[str, ...]  # (problem, backend) or (problem, backend, mode)
 Samples = Callable[[Kind], Sequence[float]]
 
 
@@ -81,32 +89,89 @@ def start_in_s(
     return free[0]
 
 
-def pick(
-    by_kind: Sequence[float], by_backend: Sequence[float], overall: Sequence[float]
-) -> Sequence[float]:
-    """The most specific of three sample sets that holds MIN_SAMPLES (else the largest)."""
-    for found in (by_kind, by_backend):
+def keys(kind: Kind) -> tuple[tuple[str, ...], ...]:
+    """The sample sets a kind's duration counts in, most specific first: the kind, its
+    backend (with its mode, where it has one), every job."""
+    return (tuple(kind), tuple(kind[1:]), ())
+
+
+def pick(*sets: Sequence[float]) -> Sequence[float]:
+    """The first of these sample sets (most specific first) that holds MIN_SAMPLES, else
+    the largest."""
+    for found in sets:
         if len(found) >= MIN_SAMPLES:
             return found
-    return overall if len(overall) >= MIN_SAMPLES else max((by_kind, by_backend, overall), key=len)
+    return max(sets, key=len)
 
 
 class Durations:
-    """Recent job durations, by kind, by backend and overall; safe to share between threads."""
+    """Recent job durations, by kind, by backend and overall; safe to share between threads.
 
-    def __init__(self, kept: int = KEPT) -> None:
+    `prior` (an earlier server's durations, `load`) answers for a kind only while this one
+    has fewer than MIN_SAMPLES of its own at that level: its kind's first, then its
+    backend's, then every job's, each from this server's own durations before the prior's.
+    The latest `STORED` durations, the prior's first, are what `save` writes.
+    """
+
+    def __init__(self, kept: int = KEPT, prior: Durations | None = None) -> None:
         self.kept = kept
+        self.prior = prior
         self._lists: dict[tuple[str, ...], deque[float]] = {}
+        self._log: deque[tuple[Kind, float]] = deque(maxlen=STORED)
+        if prior is not None:
+            self._log.extend(prior.entries())
         self._lock = threading.Lock()
 
     def add(self, kind: Kind, seconds: float) -> None:
-        problem, backend = kind
         with self._lock:
-            for key in ((problem, backend), (backend,), ()):
+            for key in keys(kind):
                 self._lists.setdefault(key, deque(maxlen=self.kept)).append(seconds)
+            self._log.append((tuple(kind), seconds))
+
+    def own(self, kind: Kind) -> list[list[float]]:
+        """This server's own durations for the kind, most specific set first."""
+        with self._lock:
+            return [list(self._lists.get(k, ())) for k in keys(kind)]
 
     def samples(self, kind: Kind) -> list[float]:
-        problem, backend = kind
+        own = self.own(kind)
+        if self.prior is None:
+            return list(pick(*own))
+        earlier = self.prior.own(kind)
+        interleaved = [found for pair in zip(own, earlier, strict=True) for found in pair]
+        return list(pick(*interleaved))
+
+    def entries(self) -> list[tuple[Kind, float]]:
+        """The durations `save` writes, oldest first."""
         with self._lock:
-            sets = [list(self._lists.get(k, ())) for k in ((problem, backend), (backend,), ())]
-        return list(pick(*sets))
+            return list(self._log)
+
+
+# How many of the latest durations (all kinds) a saved file keeps.
+STORED = 2000
+
+
+def save(durations: Durations, path: Path) -> None:
+    """Write the latest durations to `path` (JSON; replaced atomically)."""
+    rows = [[*kind, round(seconds, 3)] for kind, seconds in durations.entries()]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    tmp.write_text(json.dumps({"version": 1, "durations": rows}))
+    os.replace(tmp, path)
+
+
+def load(path: Path, kept: int = KEPT) -> Durations | None:
+    """The durations saved in `path`, or None where there are none or they cannot be read."""
+    try:
+        rows = json.loads(path.read_text())["durations"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    found = Durations(kept)
+    for row in rows if isinstance(rows, list) else ():
+        if not (isinstance(row, list) and len(row) >= 3):
+            continue
+        *kind, seconds = row
+        if all(isinstance(k, str) for k in kind) and isinstance(seconds, int | float):
+            if seconds >= 0:
+                found.add(tuple(kind), float(seconds))
+    return found if found.entries() else None
