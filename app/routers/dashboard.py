@@ -33,6 +33,13 @@ Fails = Annotated[
 Minutes = Annotated[
     int, Query(ge=0, le=100_000, description="minutes without a step forward to be stuck")
 ]
+Members = Annotated[
+    str,
+    Query(
+        pattern="^[0-9a-f]{0,16}$",
+        description="the page's mark of the cohort's learners (Roster.members)",
+    ),
+]
 Since = Annotated[int, Query(ge=0, le=2**62, description="the cursor: microseconds since 1970")]
 
 
@@ -143,10 +150,13 @@ def dashboard_updates(
     since: Since = 0,
     stuck_fails: Fails = view.STUCK_FAILS,
     stuck_minutes: Minutes = view.STUCK_MINUTES,
+    members: Members = "",
 ) -> Response:
     """The cells changed since the cursor (and a little before it: another process may
     have seen a run earlier), the stuck list, and the summaries when a cell changed after
-    the cursor itself."""
+    the cursor itself. A page whose learners are not the cohort's now (`members`, the mark
+    it was made with, differs: someone joined or left) gets the whole heatmap again, with
+    the summaries."""
     try:
         found, state, shown, context = _context(
             request, services, cohort_id, user, stuck_fails, stuck_minutes
@@ -163,6 +173,9 @@ def dashboard_updates(
         ):
             context.update(_summaries(found, state, shown))
         context["solved"] = view.solved(found, state, shown, changed)
+        if members and members != found.members:
+            context["rows"] = view.heatmap(found, state, shown)
+            context.update(_summaries(found, state, shown))
     context["changed"] = changed
     return render(request, services, "dashboard/updates.html", page=found, **context)
 
@@ -199,8 +212,8 @@ def gradebook(cohort_id: int, request: Request, services: ServicesDep, user: Use
         found = _watched(services, user, cohort_id)
     except NotFound:
         return _missing(request, services, cohort_id)
-    # An export waits for every tier: a state of its own, read in full.
-    state = Dashboards(limit=1).state(_db(services), found, services.catalog, wait_for_tiers=True)
+    # An export reads a state of its own, in full.
+    state = Dashboards(limit=1).state(_db(services), found, services.catalog)
     shown = view.exercises(services.book, found.exercises)
     grades = learner_view.grades(_db(services), found)
     with state.lock:

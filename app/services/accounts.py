@@ -177,9 +177,14 @@ class Accounts:
 
     def claim_runs(self, reader_owner: str, user_id: int) -> int:
         """Move an anonymous reader's runs to the account, in one UPDATE; how many moved."""
+        from kplay.app.services.dashboard_cells import refresh_owners
+
         stmt = update(Run).where(Run.user == reader_owner).values(user=owner_key(user_id))
         with self.db.session() as s:
-            return int(s.execute(stmt).rowcount or 0)
+            moved = int(s.execute(stmt).rowcount or 0)
+            if moved:  # the dashboard's rows of both owners, in the same transaction
+                refresh_owners(s, [reader_owner, owner_key(user_id)])
+            return moved
 
     # ---------------------------------------------------------------- API tokens
 

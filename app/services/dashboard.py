@@ -1,13 +1,13 @@
 """The instructor's dashboard of a cohort: every learner's state on every exercise of the
 cohort's assignments, kept in memory per cohort and moved forward as runs change.
 
-A first read aggregates in the database (counts and times per learner and exercise: no
-stored result is read); the tiers and best times need the results of the correct runs, and
-they and the failed runs by message are read by a thread after the first page is out, so
-they reach that page with its next update. Each later request asks which pairs had runs
-changed since the state's cursor (one query on the index over runs(user, updated_at)) and
-reads only those pairs again, results included. The query reaches `OVERLAP` behind the
-cursor, since a run written in a transaction that committed late can carry an older time.
+A first read takes each learner-exercise pair's row of `dashboard_cells` (its finished runs'
+counts, times, tier, best time and failures, kept by each verdict's transaction: see
+app/services/dashboard_cells.py) plus the runs still going; no run's result is read. Each
+later request asks which pairs had runs changed since the state's cursor (one query on the
+index over runs(user, updated_at)) and reads only those pairs' rows again. The query reaches
+`OVERLAP` behind the cursor, since a run written in a transaction that committed late can
+carry an older time.
 
 A page's own cursor is the server's time when it asked; an update sends the cells this
 process took in after that time less `OVERLAP` (another process may have taken a run in a
@@ -17,7 +17,6 @@ moment earlier than this one did), so a change may come twice, never not at all.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import re
 import threading
 from collections import OrderedDict
@@ -31,19 +30,10 @@ from sqlalchemy import select
 
 from kplay.app.db.models import Run
 from kplay.app.db.session import Database
-from kplay.app.services.dashboard_reads import (
-    EPOCH,
-    UNTOUCHED,
-    Cell,
-    Pair,
-    read_cells,
-    read_failures,
-    read_tiers,
-)
+from kplay.app.services.dashboard_cells import read_cells, snapshot
+from kplay.app.services.dashboard_reads import EPOCH, UNTOUCHED, Cell, Pair
 from kplay.app.services.dashboard_roster import Roster
 from kplay.kernels.problem import ProblemSpec
-
-log = logging.getLogger(__name__)
 
 OVERLAP = timedelta(seconds=5)
 CACHED_COHORTS = 16  # states kept per process; the least recently shown goes first
@@ -79,9 +69,8 @@ class Group:
 
 @dataclass
 class CohortState:
-    """A cohort's cells, as of `cursor`. `tiers_ready` turns true once the tiers, best times
-    and failures of the first full read are in (read after the first page, see
-    `Dashboards`)."""
+    """A cohort's cells, as of `cursor`. `tiers_ready` is true once the first full read
+    (tiers, best times and failures included) is in."""
 
     key: tuple[Any, ...]
     cursor: datetime = EPOCH
@@ -164,20 +153,9 @@ class Dashboards:
         with self._lock:
             return self._states.get(cohort_id)
 
-    def state(
-        self,
-        db: Database,
-        found: Roster,
-        catalog: Mapping[str, ProblemSpec],
-        wait_for_tiers: bool = False,
-    ) -> CohortState:
+    def state(self, db: Database, found: Roster, catalog: Mapping[str, ProblemSpec]) -> CohortState:
         """The cohort's state: read in full the first time (or when its roster changed), and
-        moved forward since its cursor otherwise.
-
-        A full read takes the counts at once and reads the tiers and best times (the stored
-        results of every correct run) in a thread of its own, unless `wait_for_tiers`; the
-        cells it changes reach the page with its next update.
-        """
+        moved forward since its cursor otherwise."""
         with self._lock:
             state = self._states.get(found.cohort_id)
             if state is None or state.key != found.key:
@@ -186,58 +164,15 @@ class Dashboards:
             while len(self._states) > self.limit:
                 self._states.popitem(last=False)
         owners, exercises = [x.owner for x in found.learners], list(found.exercises)
-        first = False
         with state.lock:
             if not state.loaded:
-                state.loaded = first = True
                 with db.session() as s:
-                    state.put(read_cells(s, owners, exercises, failures=False), None)
+                    snapshot(s)
+                    state.put(read_cells(s, owners, exercises, catalog), None)
+                state.loaded = state.tiers_ready = True
             else:
                 self._advance(db, state, owners, exercises, catalog)
-        if first and wait_for_tiers:
-            self._tiers(db, state, owners, exercises, catalog)
-        elif first:
-            threading.Thread(
-                target=self._tiers,
-                args=(db, state, owners, exercises, catalog),
-                name=f"dashboard-tiers-{found.cohort_id}",
-                daemon=True,
-            ).start()
         return state
-
-    @staticmethod
-    def _tiers(
-        db: Database,
-        state: CohortState,
-        owners: list[str],
-        exercises: list[str],
-        catalog: Mapping[str, ProblemSpec],
-    ) -> None:
-        with state.lock:
-            correct = {p: c for p, c in state.cells.items() if c.done or c.failed}
-        with_tiers = {p: _copy(c) for p, c in correct.items()}
-        try:
-            with db.session() as s:
-                read_tiers(s, owners, exercises, with_tiers, catalog)
-                read_failures(s, owners, exercises, with_tiers)
-        except Exception:  # noqa: BLE001 - the database went away (a stop): read again later
-            log.warning("the dashboard could not read tiers; the next page reads again")
-            with state.lock:
-                state.loaded = False
-                state.cells.clear()
-            return
-        with state.lock:
-            # A pair refreshed since by an update carries its own tier already.
-            state.put(
-                {
-                    pair: cell
-                    for pair, cell in with_tiers.items()
-                    if state.cells.get(pair) is correct[pair] and _differs(correct[pair], cell)
-                },
-                datetime.now(UTC),
-            )
-            state.tiers_ready = True
-            state.version += 1
 
     @staticmethod
     def _advance(
@@ -248,28 +183,24 @@ class Dashboards:
         catalog: Mapping[str, ProblemSpec],
     ) -> None:
         """The pairs with runs changed since the cursor (one query on runs(user,
-        updated_at)), read again in full."""
+        updated_at)), read again."""
         since = state.cursor - OVERLAP
         stmt = select(Run.id, Run.user, Run.cell_id, Run.updated_at).where(
             Run.user.in_(owners), Run.updated_at > since, Run.cell_id.in_(exercises)
         )
         with db.session() as s:
+            snapshot(s)
             rows = s.execute(stmt).all()
             # Runs read again for the overlap are taken once per version of theirs.
             state.recent = {k: at for k, at in state.recent.items() if at > since}
             pairs = sorted({(u, c) for rid, u, c, at in rows if state.recent.get(rid) != at})
             if not pairs:
                 return
-            fresh = read_cells(s, owners, exercises, pairs)
-            read_tiers(s, owners, exercises, fresh, catalog, pairs)
+            fresh = read_cells(s, owners, exercises, catalog, pairs)
         state.recent.update((rid, at) for rid, _u, _c, at in rows)
         now = datetime.now(UTC)
         changed = {p: c for p, c in fresh.items() if _differs(state.cells.get(p), c)}
         state.put(changed, now)
-
-
-def _copy(cell: Cell) -> Cell:
-    return dataclasses.replace(cell, failures=dict(cell.failures))
 
 
 def _differs(old: Cell | None, new: Cell) -> bool:

@@ -3,6 +3,7 @@ every request (three small queries), and who may watch it."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -51,6 +52,13 @@ class Roster:
     @property
     def key(self) -> tuple[Any, ...]:
         return (tuple(x.owner for x in self.learners), self.exercises)
+
+    @property
+    def members(self) -> str:
+        """A short mark of which learners the cohort has: a page made for other learners
+        (one joined or left since) is sent its heatmap again with its next update."""
+        ids = ",".join(str(x.user_id) for x in self.learners)
+        return hashlib.sha256(ids.encode()).hexdigest()[:16]
 
     def learner(self, user_id: int) -> Learner | None:
         return next((x for x in self.learners if x.user_id == user_id), None)

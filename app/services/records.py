@@ -77,6 +77,12 @@ def record_result(db: Database, result: RunResult) -> None:
         run.finished_at = now
         run.started_at = run.started_at or now
         run.updated_at = now
+        if run.cell_id is not None and run.profile_of is None:
+            # The dashboard's row of the pair counts this verdict, in its transaction.
+            from kplay.app.services.dashboard_cells import refresh  # it reads progress's rules
+
+            s.flush()
+            refresh(s, [(run.user, run.cell_id)])
 
 
 def finish_synthetic(db: Database, run: Run, state: RunState, message: str) -> None:

@@ -89,7 +89,7 @@ def test_cells_failures_stuck_times_and_updates(database_url: str) -> None:
         assert [x.name for x in found.learners] == ["ana", "bo", "cy"]
         assert found.instructors == {ids["teach"]} and found.exercises == (VADD, SAXPY)
         boards = Dashboards()
-        state = boards.state(db, found, CATALOG, wait_for_tiers=True)
+        state = boards.state(db, found, CATALOG)
         assert state.tiers_ready
         shown = view.exercises(_book(), found.exercises)
         rows = {r.learner.name: r for r in view.heatmap(found, state, shown)}
@@ -123,16 +123,9 @@ def test_cells_failures_stuck_times_and_updates(database_url: str) -> None:
 
         # A new run: the next read asks for changes only, and only its cell has changed.
         cursor, asked = state.cursor, datetime.now(UTC)
-        # Read in full, then the tiers: cells seen by then are not sent again ...
+        # Read in full, tiers included: no cell is news after the read's cursor.
         assert view.changed_cells(found, state, shown, asked) == []
-        tiered = {(c.id, c.key) for c in view.changed_cells(found, state, shown, cursor)}
-        # ... but those the second read (tiers, best times, failures) changed are.
-        assert tiered == {
-            (f"c{ids['ana']}-0", "tier"),
-            (f"c{ids['bo']}-0", "wrong"),
-            (f"c{ids['cy']}-0", "correct"),
-            (f"c{ids['cy']}-1", "wrong"),
-        }
+        assert view.changed_cells(found, state, shown, cursor) == []
         later = datetime.now(UTC) + timedelta(seconds=1)
         store(db, bo, correct_result(job(SAXPY), 50.0), later, cell=SAXPY)
         again = boards.state(db, found, CATALOG)
@@ -192,7 +185,7 @@ def test_gradebook_quotes_cells_and_defuses_formulas(database_url: str) -> None:
                     ]
                 ]
             )  # fmt: skip
-        state = Dashboards().state(db, found, CATALOG, wait_for_tiers=True)
+        state = Dashboards().state(db, found, CATALOG)
         shown = view.exercises(_book(), found.exercises)
         text = learner_view.gradebook_csv(found, state, shown, learner_view.grades(db, found))
         rows = list(csv.reader(io.StringIO(text)))
