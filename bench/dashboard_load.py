@@ -3,11 +3,11 @@ PostgreSQL; the server time of the page's first render and of a live update.
 
 A fresh schema on the test server (database `test` on 127.0.0.1, dropped at the end) is
 migrated up to 0009, seeded, then migrated to the head (0010 fills `dashboard_cells` from the
-runs, timed as `backfill_s`); seeded with: one instructor, 300 learners in one cohort, five assignments of five of
-the book's exercise cells each, and 50,000 runs spread over the learners and the last three
-days, with a mix of verdicts (correct at times that reach no tier or one of the tiers, wrong
-answers, compile errors, runtime errors, time-outs, a few still running) whose results are
-the engine's own models dumped as the app stores them.
+runs, timed as `backfill_s`); seeded with: one instructor, 300 learners in one cohort, five
+assignments of five of the book's exercise cells each, and 50,000 runs spread over the
+learners and the last three days, with a mix of verdicts (correct at times that reach no
+tier or one of the tiers, wrong answers, compile errors, runtime errors, time-outs, a few
+still running) whose results are the engine's own models dumped as the app stores them.
 
 The app (`create_app`, its real lifespan and routes, a fake executor that runs nothing) is
 driven through Starlette's TestClient, logged in as the instructor. Times are the
