@@ -13,6 +13,7 @@ Triton reads a kernel's source with `inspect`, which is why the source is a real
 from __future__ import annotations
 
 import inspect
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,8 @@ class TritonKernel(CompiledKernel):
         self.source = source
         self.name = name
         self.interpreted = interpreted
-        self.compiled: Any = None  # what the first GPU launch compiled, for report()
+        self.compiled: Any = None  # what the largest GPU launch compiled, for report()
+        self.compiled_size = 0  # that launch's number of programs
         # Interpreted: a compile-only build for the listings, started at the first launch
         # whose integers Triton would not specialise (else at report(), from the last).
         self.listing: ListingBuild | None = None
@@ -134,8 +136,12 @@ class TritonKernel(CompiledKernel):
             result = self.kernel[grid](*plain, **kwargs)
         except Exception as exc:
             raise compile_failure(exc, self.path, self.source) from None
-        if self.compiled is None and hasattr(result, "asm"):
-            self.compiled = result
+        # The report describes the build of the largest launch so far: the first launch is
+        # usually the smallest case, and Triton specialises on its integers (M=1, sizes not
+        # divisible by 16), so its registers and listings can differ from the timed build's.
+        size = math.prod(grid)
+        if hasattr(result, "asm") and (self.compiled is None or size > self.compiled_size):
+            self.compiled, self.compiled_size = result, size
 
     def _interpreted_call(self, grid: tuple[int, ...], args: list[Any], kwargs: dict) -> None:
         from triton.compiler.errors import CompilationError
