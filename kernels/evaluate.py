@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kplay.kernels import hiddencases as hidden
 from kplay.kernels import launch as launch_mod
 from kplay.kernels.arrays import ArrayOps
 from kplay.kernels.backends.base import (
@@ -26,7 +27,7 @@ from kplay.kernels.backends.base import (
 )
 from kplay.kernels.backends.pysource import learner_trace as _learner_trace
 from kplay.kernels.catalog import get_problem
-from kplay.kernels.check import InputError, run_case
+from kplay.kernels.check import InputError
 from kplay.kernels.compiling import compile_boxed as _compile_boxed
 from kplay.kernels.compiling import compile_cached as _compile_cached
 from kplay.kernels.hardware import prepare_cpu_fallbacks
@@ -298,15 +299,13 @@ class _KernelRun:
         cases: list[CaseCheck] = []
         skipped = 0
         try:
-            for i, case in enumerate(problem.tests):
+            tests = hidden.cases_of(problem, self.run.job)  # the problem's, then hidden ones
+            for i, case in enumerate(tests):
                 if self.cap is Capability.simulate and not case.simulate:
                     skipped += 1
                     continue
-                self.run.emit(RunState.checking, f"case {case.name} ({i + 1}/{len(problem.tests)})")
-                launch = self.launch_for(case.params)
-                seed = self.seeds.case(case)
-                check, _ = run_case(problem, case, ops, launch, seed, self.seeds.memoise)
-                check.seed = self.seeds.shown(case)
+                self.run.emit(RunState.checking, f"case {case.name} ({i + 1}/{len(tests)})")
+                check = hidden.check_case(problem, case, ops, self.launch_for, self.seeds)
                 cases.append(check)
                 if not check.ok:
                     break

@@ -72,6 +72,16 @@ class LaunchOverride(_Model):
     constants: dict[str, str] = Field(default_factory=dict)
 
 
+class GradingCase(_Model):
+    """A test case beyond the problem's own, written in its problem.toml notation (`name`,
+    `params`, `seed`): a grading run's hidden case. Checked after the problem's cases and
+    reported without its parameters, sizes or message (kernels/hiddencases.py)."""
+
+    name: str
+    params: dict[str, int | float]
+    seed: int = 0
+
+
 class RunJob(_Model):
     job_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     problem: str
@@ -88,6 +98,8 @@ class RunJob(_Model):
     # A grading run's secret base seed (an assignment's hidden one), used instead of a base
     # drawn per run; like that one, never recorded in the result (kernels/seeds.py).
     secret_seed: int | None = None
+    # A grading run's hidden cases, checked after the problem's own (kernels/hiddencases.py).
+    hidden_cases: list[GradingCase] = Field(default_factory=list)
     # Upper bound on the time spent in the adaptive timing loop of one case.
     timing_cap_s: float = 0.3
     # The benchmark case to time, by name; None: the problem's first one for the backend.
@@ -153,6 +165,8 @@ class CaseCheck(_Model):
     grid: str | None = None
     # The seed of the inputs, only where it is public (RunJob.public_seeds); None for secret.
     seed: int | None = None
+    # A grading run's hidden case: reported as right or wrong, with nothing of its shape.
+    hidden: bool = False
 
 
 class CheckStage(_Model):

@@ -8,6 +8,7 @@ role may create cohorts, and is then an instructor member of each cohort it made
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -62,6 +63,11 @@ class Assignment(Base):
     device_kind: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # Secret: the seed the grader draws its cases from; never shown to learners.
     hidden_seed: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # Secret: per exercise id, the grading cases checked beyond the problem's own
+    # (RunJob.hidden_cases; migration 0011), as kernels.models.GradingCase dumps them.
+    hidden_cases: Mapped[dict[str, list[dict[str, Any]]] | None] = mapped_column(
+        JSON, nullable=True
+    )
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 

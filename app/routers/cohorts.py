@@ -22,6 +22,7 @@ from kplay.app.ratelimit import limit_run_starts
 from kplay.app.render import error_page, render
 from kplay.app.services import assignments as asg
 from kplay.app.services import cohorts as co
+from kplay.app.services import gradingcases as gc
 from kplay.app.services.access import Viewer
 
 router = APIRouter(include_in_schema=False)
@@ -267,9 +268,15 @@ def _assignment(
         late = " It came after the deadline, so it is marked late." if just.late else ""
         values["notice"] = f"Handed in; it is graded again on fresh inputs.{late}"
     known = work.exercises()
-    own_runs = {}
+    own_runs, hidden, written = {}, {}, values.pop("hidden", {})
+    values.setdefault("case_params", {})
     if cohort.role == "learner":
         own_runs = {e: work.finished_runs(viewer, e) for e in assignment.exercises}
+    if cohort.teaching:  # the hidden cases reach the pages of those who teach the cohort only
+        read = gc.GradingCases(runs).read(viewer, assignment_id)
+        hidden = {e: gc.as_toml(cases) for e, cases in read.items()}
+        values["case_params"] = {e: gc.parameters(runs, e) for e in read}
+        hidden.update(written)  # the text as written, when it was refused
     return _page(
         request,
         services,
@@ -281,6 +288,7 @@ def _assignment(
         submissions=submitted,
         latest=work.status(submitted),
         own_runs=own_runs,
+        hidden=hidden,
         exercises=known,
         **values,
     )
@@ -323,3 +331,32 @@ def submit_run(
         return _assignment(request, services, runs, assignment_id, exc.status, error=exc.message)
     # Back to the page by GET: reloading it to follow the grading never hands the run in again.
     return RedirectResponse(f"/assignments/{assignment_id}?handed={done.id}", status_code=303)
+
+
+@router.post("/assignments/{assignment_id}/hidden-cases", response_class=HTMLResponse)
+def set_hidden_cases(
+    assignment_id: Id,
+    request: Request,
+    services: ServicesDep,
+    runs: RunsDep,
+    exercise: FormText = "",
+    cases: FormText = "",
+    csrf: FormText = "",
+) -> Response:
+    """An exercise's hidden grading cases, set by one who teaches the cohort."""
+    web_accounts.check_form(request, csrf)
+    viewer: Viewer = web_accounts.viewer(request)
+    if viewer.account_id is None:
+        return _login(f"/assignments/{assignment_id}")
+    try:
+        gc.GradingCases(runs).set(viewer, assignment_id, exercise, cases)
+    except co.CohortError as exc:
+        if exc.status in (403, 404):
+            return _refused(request, services, exc)
+        # The page again with the text as written, so that it can be put right.
+        return _assignment(
+            request, services, runs, assignment_id, exc.status, error=exc.message,
+            hidden={exercise: cases},
+        )  # fmt: skip
+    # Back to the page by GET, as after a hand-in.
+    return RedirectResponse(f"/assignments/{assignment_id}", status_code=303)

@@ -21,6 +21,7 @@ from kplay.app.ratelimit import limit_run_starts
 from kplay.app.schemas import ErrorOut
 from kplay.app.services import assignments as asg
 from kplay.app.services import cohorts as co
+from kplay.app.services import gradingcases as gc
 from kplay.app.services.access import Viewer
 from kplay.app.services.cohorts import CohortView
 
@@ -71,6 +72,15 @@ class AssignmentIn(_In):
     )
     hidden_seed: bool = Field(
         default=False, description="grade on inputs drawn from a secret seed the server makes"
+    )
+
+
+class HiddenCasesIn(_In):
+    cases: str = Field(
+        max_length=8000,
+        pattern=TEXT,
+        description="TOML in problem.toml's notation: one [[tests]] table per case with its "
+        "name, params and an optional seed; empty: no hidden cases for the exercise",
     )
 
 
@@ -254,3 +264,42 @@ def hand_in(
     except co.CohortError as exc:
         raise _fail(exc) from None
     return made.public()
+
+
+@api_router.get(
+    "/assignments/{assignment_id}/hidden-cases",
+    summary="An assignment's hidden grading cases, per exercise (its instructors only)",
+    responses=REFUSED,
+)
+def read_hidden_cases(
+    assignment_id: Id, runs: RunsDep, user: UserDep
+) -> dict[str, list[dict[str, Any]]]:
+    try:
+        return gc.public(gc.GradingCases(runs).read(_viewer(user), assignment_id))
+    except co.CohortError as exc:
+        raise _fail(exc) from None
+
+
+@api_router.put(
+    "/assignments/{assignment_id}/hidden-cases/{exercise}",
+    summary="Set one exercise's hidden grading cases (its instructors only)",
+    description="The cases are checked against the exercise's problem (its parameters, their "
+    "kinds, the bytes of a case's arrays, its input generator) and replace the exercise's "
+    "hidden cases; a grading run checks them after the problem's own, and no learner sees "
+    "them: a grading run's result says of each only right or wrong.",
+    responses=REFUSED,
+)
+def set_hidden_cases(
+    assignment_id: Id,
+    exercise: Annotated[str, Path(max_length=200)],
+    body: HiddenCasesIn,
+    request: Request,
+    runs: RunsDep,
+    user: UserDep,
+) -> dict[str, Any]:
+    _same_site(request)
+    try:
+        cases = gc.GradingCases(runs).set(_viewer(user), assignment_id, exercise, body.cases)
+    except co.CohortError as exc:
+        raise _fail(exc) from None
+    return {"exercise": exercise, "cases": [c.model_dump(mode="json") for c in cases]}

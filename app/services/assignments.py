@@ -29,6 +29,7 @@ from kplay.app.book import Book
 from kplay.app.db.classroom import Assignment, Submission
 from kplay.app.db.models import Run, User, utcnow
 from kplay.app.services import cohorts as co
+from kplay.app.services import gradingcases
 from kplay.app.services.access import Viewer
 from kplay.app.services.accounts import owner_key
 from kplay.app.services.grading import settle, start_grading
@@ -286,8 +287,9 @@ class Assignments:
             raise co.CohortError(409, "this run has not finished yet: hand it in once it has")
         submitted = utcnow()
         with self.db.session() as s:
-            seed = s.get(Assignment, assignment_id).hidden_seed  # type: ignore[union-attr]
-        grading = start_grading(self.runs, run, str(viewer), assignment.device_kind, seed)
+            row = s.get(Assignment, assignment_id)
+        seed, cases = row.hidden_seed if row else None, gradingcases.of_row(row, exercise)
+        grading = start_grading(self.runs, run, str(viewer), assignment.device_kind, seed, cases)
         row = Submission(
             assignment_id=assignment_id,
             user_id=user_id,

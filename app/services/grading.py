@@ -4,8 +4,10 @@ The grading run goes through RunService's own path (stored first, then handed to
 executor; the reader's cap on runs in flight counts it), for the learner, on the
 assignment's device kind where it names one, with the assignment's hidden seed as the job's
 secret seed (RunJob.secret_seed; kernels/seeds.py) so the checker's inputs derive from it
-and from nothing the learner can know. The run is no attempt of the cell (like a profile
-run, `cell_id` stays empty), and its submission's `graded_run_id` marks it as a grading run.
+and from nothing the learner can know, and with the exercise's hidden grading cases
+(RunJob.hidden_cases; kernels/hiddencases.py), checked after the problem's own. The run is
+no attempt of the cell (like a profile run, `cell_id` stays empty), and its submission's
+`graded_run_id` marks it as a grading run.
 
 Once the grading run is final, the submission is "graded" when the run is correct (done,
 every check right), with the run's share of the roofline in percent as its score where it
@@ -24,7 +26,7 @@ from kplay.app.services import cohorts as co
 from kplay.app.services.ltigrades import scores_settled
 from kplay.app.services.records import is_final
 from kplay.app.services.runs import RunInputError, RunRequest, RunService
-from kplay.kernels.models import LaunchOverride, RunState
+from kplay.kernels.models import GradingCase, LaunchOverride, RunState
 
 
 def verdict(run: Run) -> tuple[str, float | None]:
@@ -41,9 +43,15 @@ def verdict(run: Run) -> tuple[str, float | None]:
 
 
 def start_grading(
-    runs: RunService, run: Run, owner: str, device: str | None, seed: int | None
+    runs: RunService,
+    run: Run,
+    owner: str,
+    device: str | None,
+    seed: int | None,
+    cases: list[GradingCase] | None = None,
 ) -> Run:
-    """The grading run: the same source through RunService's path, on the secret seed."""
+    """The grading run: the same source through RunService's path, on the secret seed, with
+    the exercise's hidden cases (app/services/gradingcases.py) after the problem's own."""
     req = RunRequest(
         problem=run.problem,
         backend=run.backend,
@@ -53,7 +61,7 @@ def start_grading(
         device=device,
     )
     try:
-        return runs.create(req, owner, secret_seed=seed, attempt=False)
+        return runs.create(req, owner, secret_seed=seed, attempt=False, hidden_cases=cases)
     except RunInputError as exc:
         raise co.CohortError(exc.status, f"this run cannot be graded: {exc.message}") from None
 

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from kplay.app.db.models import Run, utcnow
 from kplay.app.db.session import Database
 from kplay.app.executors import Reconciling
+from kplay.app.services.gradingcases import grading_options
 from kplay.app.services.records import NON_FINAL, finish_synthetic
 from kplay.kernels.models import LaunchOverride, RunJob, RunState
 from kplay.workers.executor import SubmitRefused
@@ -39,8 +40,9 @@ def unfinished(db: Database, quiet_for_s: float) -> list[Run]:
 MAX_REQUEUES = 2
 
 
-def job_of(run: Run) -> RunJob:
-    """The job a stored run stands for, with the run's own id."""
+def job_of(run: Run, db: Database | None = None) -> RunJob:
+    """The job a stored run stands for, with the run's own id; a grading run's again with its
+    assignment's secret seed, hidden cases and device kind (app/services/gradingcases.py)."""
     launch = LaunchOverride.model_validate(run.launch) if run.launch else None
     return RunJob(
         job_id=run.id,
@@ -50,13 +52,14 @@ def job_of(run: Run) -> RunJob:
         cell=run.cell_id,
         launch=launch,
         user=run.user,
+        **(grading_options(db, run.id) if db is not None else {}),
     )
 
 
 def requeue(db: Database, executor: Reconciling, run: Run, attempt: int) -> bool:
     """Hand a vanished run to the queue again; False when the queue refuses it."""
     try:
-        executor.submit(job_of(run))
+        executor.submit(job_of(run, db))
     except SubmitRefused:
         return False
     with db.session() as s:

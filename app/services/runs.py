@@ -18,7 +18,7 @@ from kplay.app.services.access import can_read
 from kplay.app.services.launch_input import LaunchInputError, check_override
 from kplay.config import Settings
 from kplay.kernels.launch import requested_arch
-from kplay.kernels.models import LaunchOverride, RunJob, RunState
+from kplay.kernels.models import GradingCase, LaunchOverride, RunJob, RunState
 from kplay.kernels.names import unknown
 from kplay.kernels.problem import ProblemSpec
 from kplay.workers.executor import Executor, SubmitRefused
@@ -127,12 +127,14 @@ class RunService:
         secret_seed: int | None = None,
         attempt: bool = True,
         predicted: bool = False,
+        hidden_cases: list[GradingCase] | None = None,
     ) -> Run:
         """Store the run (queued), then hand it over. The row exists before any worker sees it.
 
         A grading run (app/services/grading.py) passes the assignment's `secret_seed`, which
-        the checker's inputs derive from, and `attempt=False`: it is no attempt of the cell,
-        so its row names none. An attempt of a "predict, then run" cell comes only through
+        the checker's inputs derive from, its exercise's `hidden_cases` (checked after the
+        problem's own; app/services/gradingcases.py), and `attempt=False`: it is no attempt of
+        the cell, so its row names none. An attempt of a "predict, then run" cell comes only through
         its stored prediction (app/services/exercisekinds.py passes `predicted=True`)."""
         problem, cell = self.validate(req)
         if attempt and not predicted and cell is not None:
@@ -147,6 +149,7 @@ class RunService:
             requires=req.requires or _arch_requirement(req.backend, req.source),
             device=req.device,
             secret_seed=secret_seed,
+            hidden_cases=hidden_cases or [],
             timing_cap_s=self.timing_cap_s,
         )
         run = Run(
