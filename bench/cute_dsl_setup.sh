@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what bench/cute_dsl_pack.sh fetched, on the GPU machine (no internet): unpack the
-# CuTe DSL and the cuda-python 12.9 wheels into DIR (no pip, no venv, so the Python that
+# CuTe DSL and cuda-python 12.9 (repacked .tar.xz and plain wheels) into DIR (no pip, no venv, so the Python that
 # has torch is the one that runs the benchmark), and write DIR/env.sh, which puts DIR and
 # the DSL's python_packages (what the wheel's .pth would add) first on PYTHONPATH.
 #
@@ -16,7 +16,9 @@ dir=$(cd "$dir" && pwd)
 for whl in "$src"/*.whl; do
     "$py" -m zipfile -e "$whl" "$dir"
 done
-tar -C "$dir" -xJf "$src"/nvidia_cutlass_dsl-4.2.0-cp312.tar.xz
+for txz in "$src"/*.tar.xz; do
+    tar -C "$dir" -xJf "$txz"
+done
 cat > "$dir/env.sh" <<ENV
 export PYTHONPATH="$dir:$dir/nvidia_cutlass_dsl/python_packages\${PYTHONPATH:+:\$PYTHONPATH}"
 ENV
