@@ -32,7 +32,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# (BLOCK_M, BLOCK_N, num_warps, num_stages, persistent)
+# (BLOCK_M, BLOCK_N, num_warps, num_stages, persistent[, warp-specialised K loop])
 CONFIGS = [
     (128, 128, 8, 3, False),
     (128, 128, 8, 4, False),
@@ -48,6 +48,9 @@ CONFIGS = [
     (128, 256, 8, 3, True),
     (256, 128, 8, 3, True),
     (64, 256, 4, 4, True),
+    (128, 128, 4, 4, False, True),
+    (128, 128, 8, 4, False, True),
+    (128, 128, 4, 4, True, True),
 ]
 
 
@@ -87,18 +90,20 @@ def variant_rows(x: dict[str, Any], m: int, n: int, k: int, timer: Any,
     kernel = build_kernel()
     sms = torch.cuda.get_device_properties(0).multi_processor_count if not interpreted else 2
     rows = []
-    for bm, bn, warps, stages, persistent in CONFIGS:
+    for bm, bn, warps, stages, persistent, *rest in CONFIGS:
+        ws = bool(rest and rest[0])
         if n % bn:
             continue
-        name = f"{bm}x{bn}x128 w{warps} s{stages}{' persistent' if persistent else ''}"
+        name = f"{bm}x{bn}x128 w{warps} s{stages}"
+        name += (" persistent" if persistent else "") + (" ws" if ws else "")
         row: dict[str, Any] = {"kernel": name, "BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps,
                                "num_stages": stages, "persistent": persistent}  # fmt: skip
         tiles = -(-m // bm) * (n // bn)
         grid = (min(tiles, sms),) if persistent else (tiles,)
         c = torch.full((m, n), float("nan"), device=x["A"].device, dtype=torch.bfloat16)
 
-        opts = {"BLOCK_M": bm, "BLOCK_N": bn, "PERSISTENT": persistent, "num_warps": warps,
-                "num_stages": stages}  # fmt: skip
+        opts = {"BLOCK_M": bm, "BLOCK_N": bn, "PERSISTENT": persistent, "WS": ws,
+                "num_warps": warps, "num_stages": stages}  # fmt: skip
 
         def call(grid: tuple[int, ...] = grid, c: Any = c, opts: dict[str, Any] = opts) -> Any:
             kernel[grid](x["A"], x["B"], x["a_scale"], x["b_scale"], c, m, n, k,

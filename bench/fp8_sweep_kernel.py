@@ -16,7 +16,8 @@ def tile_id(t, tiles_m, tiles_n, GROUP_M: tl.constexpr):
 
 @triton.jit
 def one_tile(a_desc, b_desc, a_scale_ptr, b_scale_ptr, c_ptr, M, N, K, pid_m, pid_n,
-             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):  # fmt: skip
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+             WS: tl.constexpr):  # fmt: skip
     k_blocks = K // BLOCK_K
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -24,7 +25,7 @@ def one_tile(a_desc, b_desc, a_scale_ptr, b_scale_ptr, c_ptr, M, N, K, pid_m, pi
     a_scale_ptrs = a_scale_ptr + rm * k_blocks
     b_scale_ptrs = b_scale_ptr + (rn // 128) * k_blocks  # one per 128 columns
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kb in range(k_blocks):
+    for kb in tl.range(k_blocks, warp_specialize=WS):  # WS: a producer warp group for TMA
         a = a_desc.load([pid_m * BLOCK_M, kb * BLOCK_K])
         b = b_desc.load([pid_n * BLOCK_N, kb * BLOCK_K])
         part = tl.dot(a, b.T)
@@ -38,7 +39,7 @@ def one_tile(a_desc, b_desc, a_scale_ptr, b_scale_ptr, c_ptr, M, N, K, pid_m, pi
 @triton.jit
 def gemm_fp8_sweep(a_ptr, b_ptr, a_scale_ptr, b_scale_ptr, c_ptr, M, N, K,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                   GROUP_M: tl.constexpr, PERSISTENT: tl.constexpr,
+                   GROUP_M: tl.constexpr, PERSISTENT: tl.constexpr, WS: tl.constexpr,
                    NUM_PROGS: tl.constexpr):  # fmt: skip
     a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1],
                                        block_shape=[BLOCK_M, BLOCK_K])  # fmt: skip
@@ -50,8 +51,8 @@ def gemm_fp8_sweep(a_ptr, b_ptr, a_scale_ptr, b_scale_ptr, c_ptr, M, N, K,
         for t in range(tl.program_id(0), tiles_m * tiles_n, NUM_PROGS):
             pid_m, pid_n = tile_id(t, tiles_m, tiles_n, GROUP_M)
             one_tile(a_desc, b_desc, a_scale_ptr, b_scale_ptr, c_ptr, M, N, K, pid_m,
-                     pid_n, BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
+                     pid_n, BLOCK_M, BLOCK_N, BLOCK_K, WS)  # fmt: skip
     else:
         pid_m, pid_n = tile_id(tl.program_id(0), tiles_m, tiles_n, GROUP_M)
         one_tile(a_desc, b_desc, a_scale_ptr, b_scale_ptr, c_ptr, M, N, K, pid_m, pid_n,
-                 BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
+                 BLOCK_M, BLOCK_N, BLOCK_K, WS)  # fmt: skip
