@@ -20,10 +20,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # What a page may load and from where: only this server's own scripts, styles, fonts and
 # images (data: images too, which the editor's stylesheet uses for its squiggly underlines).
-# No inline script, no inline style attribute, no eval, no plugin, and no framing. The one
-# <style> element allowed is the one the editor generates, which carries this response's
-# nonce (base.html hands it to playground.js in a meta tag).
-def content_security_policy(nonce: str) -> str:
+# No inline script, no inline style attribute, no eval, no plugin, and no framing, except by
+# the LMS of an LTI session (`frame_origins`: the registered platform's origins, which the
+# session's signed cookie carries; app/routers/lti.py). The one <style> element allowed is
+# the one the editor generates, which carries this response's nonce (base.html hands it to
+# playground.js in a meta tag).
+def content_security_policy(nonce: str, frame_origins: tuple[str, ...] = ()) -> str:
+    ancestors = " ".join(o for o in frame_origins if is_origin(o)) or "'none'"
     return "; ".join(
         (
             "default-src 'self'",
@@ -35,9 +38,16 @@ def content_security_policy(nonce: str) -> str:
             "object-src 'none'",
             "base-uri 'none'",
             "form-action 'self'",
-            "frame-ancestors 'none'",
+            f"frame-ancestors {ancestors}",
         )
     )
+
+
+def is_origin(text: str) -> bool:
+    """An http(s) origin fit for a CSP source: scheme, host and port only."""
+    scheme, sep, rest = text.partition("://")
+    allowed = set("abcdefghijklmnopqrstuvwxyz0123456789.-:[]")
+    return scheme in ("https", "http") and bool(sep) and bool(rest) and set(rest) <= allowed
 
 
 SECURITY_HEADERS = {
@@ -137,18 +147,31 @@ class SecurityHeadersMiddleware:
             await self.app(scope, receive, send)
             return
         nonce = secrets.token_urlsafe(18)
-        HTTPConnection(scope).state.csp_nonce = nonce
-        policy = content_security_policy(nonce)
+        conn = HTTPConnection(scope)
+        conn.state.csp_nonce = nonce
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
+                # Read when the answer starts: an LTI launch begins its session in the handler.
+                framed = _frame_origins(conn)
                 headers = MutableHeaders(scope=message)
-                headers["Content-Security-Policy"] = policy
+                headers["Content-Security-Policy"] = content_security_policy(nonce, framed)
                 for name, value in SECURITY_HEADERS.items():
-                    headers[name] = value
+                    # X-Frame-Options knows no list of origins: the CSP alone says who frames.
+                    if not (framed and name == "X-Frame-Options"):
+                        headers[name] = value
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def _frame_origins(conn: HTTPConnection) -> tuple[str, ...]:
+    """The origins that may frame this answer: those of this request's LTI session, if any."""
+    app = conn.scope.get("app")
+    readers = getattr(getattr(app, "state", None), "readers", None)
+    if readers is None:
+        return ()
+    return tuple(o for o in readers.frame_origins(conn) if is_origin(o))
 
 
 def is_served(path: str) -> bool:

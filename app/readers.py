@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from typing import Any
 
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from starlette.datastructures import MutableHeaders
@@ -33,6 +34,9 @@ SALT = "kplay.reader-session"
 _FIELD = "reader"
 # The account signed in on this session, when one is (app/accounts.py).
 _ACCOUNT = "account"
+# An LTI session's: the origins of the LMS that launched it, which may frame its pages
+# (app/routers/lti.py; the CSP's frame-ancestors, app/guards.py).
+_FRAME = "frame"
 
 
 _HEX = frozenset("0123456789abcdef")
@@ -51,9 +55,11 @@ class ReaderSessions:
 
     # ------------------------------------------------------------ reading
 
-    def _verified(self, conn: HTTPConnection) -> tuple[str, float, int | None] | None:
-        """(reader id, signing time, account) of a valid cookie; None when absent, forged or
-        expired."""
+    def _verified(
+        self, conn: HTTPConnection
+    ) -> tuple[str, float, int | None, tuple[str, ...]] | None:
+        """(reader id, signing time, account, framing origins) of a valid cookie; None when
+        absent, forged or expired."""
         raw = conn.cookies.get(COOKIE)
         if not raw:
             return None
@@ -69,7 +75,9 @@ class ReaderSessions:
         account = payload.get(_ACCOUNT)
         if not isinstance(account, int) or isinstance(account, bool):
             account = None
-        return reader, signed_at.timestamp(), account
+        frame = payload.get(_FRAME)
+        origins = tuple(o for o in frame if isinstance(o, str)) if isinstance(frame, list) else ()
+        return reader, signed_at.timestamp(), account, origins
 
     def current(self, conn: HTTPConnection) -> str:
         """This request's reader id, made (and marked to be sent back) when it has none."""
@@ -80,8 +88,9 @@ class ReaderSessions:
         found = self._verified(conn)
         if found is None:
             reader, state.reader_send, state.account = secrets.token_hex(16), True, None
+            state.frame = ()
         else:
-            reader, signed_at, state.account = found
+            reader, signed_at, state.account, state.frame = found
             state.reader_send = time.time() - signed_at > REFRESH_AFTER_S
         state.reader = reader
         return reader
@@ -99,7 +108,26 @@ class ReaderSessions:
         self.current(conn)
         conn.state.reader = secrets.token_hex(16)
         conn.state.account = account
+        conn.state.frame = ()
         conn.state.reader_send = True
+
+    def frame(self, conn: HTTPConnection, origins: tuple[str, ...]) -> None:
+        """Make the session an LTI launch just began (`begin`) an LTI session: its pages may
+        be framed by `origins` (the LMS's), and over https its cookie is SameSite=None,
+        Secure and Partitioned, so that it comes back from inside the LMS's frame (and, where
+        the browser keeps third-party cookies apart per top-level site, only there)."""
+        self.current(conn)
+        conn.state.frame = tuple(origins)
+        conn.state.reader_send = True
+
+    def frame_origins(self, conn: HTTPConnection) -> tuple[str, ...]:
+        """The origins that may frame this session's pages: an LTI session's LMS; else none.
+        Read without making a reader, for any answer (app/guards.py)."""
+        frame = getattr(conn.state, "frame", None)
+        if frame is None:
+            found = self._verified(conn)
+            frame = found[3] if found is not None else ()
+        return tuple(frame)
 
     def user(self, conn: HTTPConnection) -> str:
         """The owner name runs are stored under: the anonymous name and the full reader id."""
@@ -112,22 +140,41 @@ class ReaderSessions:
         state = conn.state
         if not getattr(state, "reader_send", False):
             return None
-        carrier = Response()
-        carrier.set_cookie(
+        frame = tuple(getattr(state, "frame", ()) or ())
+        secure = conn.url.scheme == "https"
+        # SameSite=None needs Secure: over plain http (a laptop) an LTI session stays Lax.
+        framed = bool(frame) and secure
+        return cookie_header(
             COOKIE,
-            self._serializer.dumps(self._payload(state.reader, getattr(state, "account", None))),
+            self._serializer.dumps(
+                self._payload(state.reader, getattr(state, "account", None), frame)
+            ),
+            partitioned=framed,
             max_age=MAX_AGE_S,
             httponly=True,
-            samesite="lax",
-            secure=conn.url.scheme == "https",
+            samesite="none" if framed else "lax",
+            secure=secure,
         )
-        return carrier.headers["set-cookie"]
 
     @staticmethod
-    def _payload(reader: str, account: int | None) -> dict[str, object]:
-        if account is None:
-            return {_FIELD: reader}
-        return {_FIELD: reader, _ACCOUNT: account}
+    def _payload(
+        reader: str, account: int | None, frame: tuple[str, ...] = ()
+    ) -> dict[str, object]:
+        payload: dict[str, object] = {_FIELD: reader}
+        if account is not None:
+            payload[_ACCOUNT] = account
+        if frame:
+            payload[_FRAME] = list(frame)
+        return payload
+
+
+def cookie_header(key: str, value: str, *, partitioned: bool = False, **options: Any) -> str:
+    """A Set-Cookie value as Response.set_cookie writes it, with the Partitioned attribute
+    (cookies kept per top-level site, for a frame inside another site) where asked: Starlette
+    writes that one only on Python 3.14 and later."""
+    carrier = Response()
+    carrier.set_cookie(key, value, **options)
+    return carrier.headers["set-cookie"] + ("; Partitioned" if partitioned else "")
 
 
 class ReaderCookieMiddleware:

@@ -4,9 +4,12 @@ state and nonce) and /lti/launch (the LMS posts the signed id_token here; pylti1
 the LMS user is signed in and lands on the chapter the link names).
 
 pylti1p3's session is a dict kept in the `kplay_lti` cookie, signed with the app's secret
-key. Over https it and pylti1p3's state cookie are SameSite=None and Secure, since the launch
-is a cross-site form post; the site's own pages forbid framing, so an LMS opens the tool in
-a new window.
+key. Over https it and pylti1p3's state cookie are SameSite=None, Secure and Partitioned,
+since the launch is a cross-site form post, often from inside the LMS's frame. The session a
+launch begins is an LTI session (app/readers.py): its pages may be framed by the LMS's origins
+(the registered platform's, and the LMS's address in the verified launch), and its cookie is
+SameSite=None, Secure and Partitioned over https so that it comes back inside that frame.
+Every other page keeps `frame-ancestors 'none'` (app/guards.py).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from fastapi.responses import JSONResponse, Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from pylti1p3.exception import LtiException, OIDCException
 
+from kplay.app.readers import cookie_header
 from kplay.app.routers.accounts import _signed_in
 from kplay.app.services import lti
 from kplay.app.services.ltigrades import AGS_CLAIM, link_grades
@@ -59,15 +63,17 @@ def _session(request: Request) -> dict[str, Any]:
 def _keep_session(request: Request, response: Response, session: dict[str, Any]) -> None:
     kept = dict(list(session.items())[-SESSION_KEYS:])
     secure = request.url.scheme == "https"
-    response.set_cookie(
+    header = cookie_header(
         COOKIE,
         _signer(request).dumps(kept),
+        partitioned=secure,
         max_age=SESSION_MAX_AGE_S,
         path="/lti/",
         httponly=True,
         secure=secure,
         samesite="none" if secure else "lax",
     )
+    response.headers.append("set-cookie", header)
 
 
 def _request(request: Request, params: dict[str, str]) -> lti.StarletteLtiRequest:
@@ -125,7 +131,7 @@ async def launch(request: Request) -> Response:
     req = _request(request, params)
     services = request.app.state.services
 
-    def land() -> tuple[int, str]:
+    def land() -> tuple[int, str, tuple[str, ...]]:
         db = _db(request)
         conf = lti.DatabaseToolConf(db)
         message = lti.StarletteMessageLaunch(req, conf)
@@ -156,15 +162,19 @@ async def launch(request: Request) -> Response:
             link_grades(db, user.id, exercise, conf.found, body)
         elif AGS_CLAIM in body:
             log.warning("LTI launch with a line item but no exercise (chapter %s)", slug)
-        return user.id, chapter.url
+        found = conf.found
+        framing = lti.frame_origins((found.issuer, found.auth_login_url), body)
+        return user.id, chapter.url, framing
 
     try:
-        user_id, target = await run_in_threadpool(land)
+        user_id, target, framing = await run_in_threadpool(land)
     except LtiException as exc:
         raise HTTPException(403, _launch_refusal(str(exc), params)) from None
     except LtiError as exc:
         raise HTTPException(403, f"this LTI launch is refused: {exc}") from None
     response = _signed_in(request, user_id, target)
+    # The session this launch began is an LTI session: the LMS may frame its pages.
+    request.app.state.readers.frame(request, framing)
     _keep_session(request, response, req.session)
     return response
 

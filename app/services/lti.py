@@ -39,6 +39,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from kplay.app.db.models import User
 from kplay.app.db.session import Database
+from kplay.app.readers import cookie_header
 from kplay.app.services.ltigrades import with_timeout
 from kplay.app.services.ltiplatforms import (
     LtiError,
@@ -50,6 +51,8 @@ from kplay.app.services.ltiplatforms import (
 from kplay.app.services.sso import SsoError, account_for, linked
 
 CLAIM = "https://purl.imsglobal.org/spec/lti/claim/"
+# The most origins an LTI session lets frame it (its signed cookie carries them).
+MAX_FRAME_ORIGINS = 4
 INSTRUCTOR = "http://purl.imsglobal.org/vocab/lis/v2/membership#Instructor"
 
 
@@ -108,15 +111,17 @@ class StarletteCookieService(CookieService):
     def update_response(self, response: Response) -> None:
         secure = self._request.is_secure()
         for key, (value, exp) in self._to_set.items():
-            response.set_cookie(
+            header = cookie_header(
                 key,
                 value,
+                partitioned=secure,
                 max_age=exp,
                 path="/lti/",
                 httponly=True,
                 secure=secure,
                 samesite="none" if secure else "lax",
             )
+            response.headers.append("set-cookie", header)
 
 
 class LaunchSession(SessionService):
@@ -277,3 +282,27 @@ def custom_exercise(body: t.Mapping[str, t.Any]) -> str | None:
     custom = body.get(CLAIM + "custom") or {}
     found = custom.get("exercise") if isinstance(custom, dict) else None
     return str(found).strip() or None if found else None
+
+
+def frame_origins(platform_urls: t.Iterable[str], body: t.Mapping[str, t.Any]) -> tuple[str, ...]:
+    """The origins that may frame an LTI session's pages: those of the registered platform
+    (its issuer and login URL) and the LMS's own address as its verified launch gives it
+    (`launch_presentation.return_url`, `tool_platform.url`): an LMS such as Canvas signs its
+    launches with one issuer for all its sites, and shows the tool inside its site's page."""
+    found: list[str] = []
+    presentation = body.get(CLAIM + "launch_presentation")
+    platform = body.get(CLAIM + "tool_platform")
+    claimed = [
+        presentation.get("return_url") if isinstance(presentation, dict) else None,
+        platform.get("url") if isinstance(platform, dict) else None,
+    ]
+    for url in [*platform_urls, *claimed]:
+        if not isinstance(url, str):
+            continue
+        parts = urlsplit(url.strip())
+        if parts.scheme in ("https", "http") and parts.hostname:
+            port = f":{parts.port}" if parts.port else ""
+            origin = f"{parts.scheme}://{parts.hostname.lower()}{port}"
+            if origin not in found:
+                found.append(origin)
+    return tuple(found[:MAX_FRAME_ORIGINS])
