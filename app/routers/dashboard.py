@@ -115,7 +115,7 @@ def _summaries(found: Roster, state: CohortState, shown: list[view.Exercise]) ->
         "clusters": view.clusters(state),
         "times": view.times(found, state, shown),
         "tally": view.tally(found, state, {e.id: e for e in shown}),
-        "tiers_ready": state.tiers_ready,
+        "failures_ready": state.failures_ready,
     }
 
 

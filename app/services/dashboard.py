@@ -3,11 +3,12 @@ cohort's assignments, kept in memory per cohort and moved forward as runs change
 
 A first read takes each learner-exercise pair's row of `dashboard_cells` (its finished runs'
 counts, times, tier, best time and failures, kept by each verdict's transaction: see
-app/services/dashboard_cells.py) plus the runs still going; no run's result is read. Each
-later request asks which pairs had runs changed since the state's cursor (one query on the
-index over runs(user, updated_at)) and reads only those pairs' rows again. The query reaches
-`OVERLAP` behind the cursor, since a run written in a transaction that committed late can
-carry an older time.
+app/services/dashboard_cells.py) plus the runs still going; no run's result is read. The
+failed runs by message follow from a thread, so they reach the first page with its next
+update. Each later request asks which pairs had runs changed since the state's cursor (one
+query on the index over runs(user, updated_at)) and reads only those pairs' rows again. The
+query reaches `OVERLAP` behind the cursor, since a run written in a transaction that
+committed late can carry an older time.
 
 A page's own cursor is the server's time when it asked; an update sends the cells this
 process took in after that time less `OVERLAP` (another process may have taken a run in a
@@ -17,6 +18,7 @@ moment earlier than this one did), so a change may come twice, never not at all.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 import threading
 from collections import OrderedDict
@@ -30,10 +32,12 @@ from sqlalchemy import select
 
 from kplay.app.db.models import Run
 from kplay.app.db.session import Database
-from kplay.app.services.dashboard_cells import read_cells, snapshot
+from kplay.app.services.dashboard_cells import read_cells, read_failures, snapshot
 from kplay.app.services.dashboard_reads import EPOCH, UNTOUCHED, Cell, Pair
 from kplay.app.services.dashboard_roster import Roster
 from kplay.kernels.problem import ProblemSpec
+
+log = logging.getLogger(__name__)
 
 OVERLAP = timedelta(seconds=5)
 CACHED_COHORTS = 16  # states kept per process; the least recently shown goes first
@@ -69,15 +73,15 @@ class Group:
 
 @dataclass
 class CohortState:
-    """A cohort's cells, as of `cursor`. `tiers_ready` is true once the first full read
-    (tiers, best times and failures included) is in."""
+    """A cohort's cells, as of `cursor`. `failures_ready` turns true once the failed runs by
+    message of the first full read are in (read after the first page, see `Dashboards`)."""
 
     key: tuple[Any, ...]
     cursor: datetime = EPOCH
     cells: dict[Pair, Cell] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     loaded: bool = False
-    tiers_ready: bool = False
+    failures_ready: bool = False
     recent: dict[str, datetime] = field(default_factory=dict)  # run id: updated_at, lately
     groups: dict[tuple[str, str], Group] | None = None
     version: int = 0  # one more at each change: what `memo` keys its entries by
@@ -153,9 +157,19 @@ class Dashboards:
         with self._lock:
             return self._states.get(cohort_id)
 
-    def state(self, db: Database, found: Roster, catalog: Mapping[str, ProblemSpec]) -> CohortState:
+    def state(
+        self,
+        db: Database,
+        found: Roster,
+        catalog: Mapping[str, ProblemSpec],
+        wait: bool = False,
+    ) -> CohortState:
         """The cohort's state: read in full the first time (or when its roster changed), and
-        moved forward since its cursor otherwise."""
+        moved forward since its cursor otherwise.
+
+        A full read takes the cells at once, tiers and best times included, and reads their
+        failed runs by message in a thread of its own, unless `wait`; the cells it changes
+        reach the page with its next update."""
         with self._lock:
             state = self._states.get(found.cohort_id)
             if state is None or state.key != found.key:
@@ -164,15 +178,54 @@ class Dashboards:
             while len(self._states) > self.limit:
                 self._states.popitem(last=False)
         owners, exercises = [x.owner for x in found.learners], list(found.exercises)
+        first = False
         with state.lock:
             if not state.loaded:
+                state.loaded = first = True
                 with db.session() as s:
                     snapshot(s)
-                    state.put(read_cells(s, owners, exercises, catalog), None)
-                state.loaded = state.tiers_ready = True
+                    state.put(read_cells(s, owners, exercises, catalog, failures=False), None)
             else:
                 self._advance(db, state, owners, exercises, catalog)
+        if first and wait:
+            self._failures(db, state, owners, exercises)
+        elif first:
+            threading.Thread(
+                target=self._failures,
+                args=(db, state, owners, exercises),
+                name=f"dashboard-failures-{found.cohort_id}",
+                daemon=True,
+            ).start()
         return state
+
+    @staticmethod
+    def _failures(
+        db: Database, state: CohortState, owners: list[str], exercises: list[str]
+    ) -> None:
+        """The failed runs by message of the first full read, into the cells no update has
+        read again since (an update reads them with their failures)."""
+        with state.lock:
+            before = dict(state.cells)
+        try:
+            with db.session() as s:
+                found = read_failures(s, owners, exercises)
+        except Exception:  # noqa: BLE001 - the database went away (a stop): read again later
+            log.warning("the dashboard could not read failures; the next page reads again")
+            with state.lock:
+                state.loaded = False
+                state.cells.clear()
+            return
+        with state.lock:
+            state.put(
+                {
+                    pair: dataclasses.replace(cell, failures=found[pair])
+                    for pair, cell in before.items()
+                    if pair in found and state.cells.get(pair) is cell
+                },
+                datetime.now(UTC),
+            )
+            state.failures_ready = True
+            state.version += 1
 
     @staticmethod
     def _advance(

@@ -14,11 +14,11 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, func, select
+from sqlalchemy import Connection, case, delete, func, select, type_coerce
 from sqlalchemy.orm import Session
 
 from kplay.app.db.dashcells import DashboardCell
-from kplay.app.db.models import Run
+from kplay.app.db.models import Run, UTCDateTime
 from kplay.app.services.dashboard_reads import FINAL, Cell, Pair
 from kplay.app.services.progress import CORRECT, RUNNING, TIER, WRONG, Outcome, _number
 from kplay.kernels.models import FINAL_STATES, RunState
@@ -201,12 +201,34 @@ def _catalog() -> Mapping[str, ProblemSpec]:
     return load_catalog()
 
 
-def _tier(row: Any, catalog: Mapping[str, ProblemSpec]) -> Tier:
-    spec = catalog.get(row.tier_problem)
-    place = row.tier_place
-    if spec is not None and place < len(spec.tiers) and spec.tiers[place].name == row.tier_name:
+def _tier(problem: str, place: int, name: str, catalog: Mapping[str, ProblemSpec]) -> Tier:
+    spec = catalog.get(problem)
+    if spec is not None and place < len(spec.tiers) and spec.tiers[place].name == name:
         return spec.tiers[place]
-    return Tier(name=row.tier_name)
+    return Tier(name=name)
+
+
+def _scoped(owners: list[str], exercises: list[str], pairs: list[Pair] | None) -> Any:
+    if pairs is not None:
+        owners = sorted({u for u, _c in pairs})
+        exercises = sorted({c for _u, c in pairs})
+    return TABLE.c.user.in_(owners) & TABLE.c.cell_id.in_(exercises) & (TABLE.c.runs > 0)
+
+
+def read_failures(
+    s: Session, owners: list[str], exercises: list[str], pairs: list[Pair] | None = None
+) -> dict[Pair, dict[tuple[str, str | None], tuple[int, datetime]]]:
+    """Each pair's failed runs by state and message: how many, and the latest one's time."""
+    stmt = select(TABLE.c.user, TABLE.c.cell_id, TABLE.c.failures).where(
+        _scoped(owners, exercises, pairs), TABLE.c.failed > 0
+    )
+    out = {}
+    for user, cell_id, found in s.execute(stmt).all():
+        out[(user, cell_id)] = {
+            (state, detail): (count, datetime.fromisoformat(latest))
+            for state, detail, count, latest in found or ()
+        }
+    return out
 
 
 def read_cells(
@@ -215,35 +237,49 @@ def read_cells(
     exercises: list[str],
     catalog: Mapping[str, ProblemSpec],
     pairs: Iterable[Pair] | None = None,
+    failures: bool = True,
 ) -> dict[Pair, Cell]:
     """The cells of the cohort's pairs (of `pairs` only, when given): the table's rows with
-    the runs still going added; both reads see
-    one snapshot when `snapshot` began the session."""
+    the runs still going added (both reads see one snapshot when `snapshot` began the
+    session). The failed runs by message are read unless `failures` is false
+    (`read_failures`)."""
     if not owners or not exercises:
         return {}
     pairs = None if pairs is None else list(pairs)
-    if pairs is not None:
-        owners = sorted({u for u, _c in pairs})
-        exercises = sorted({c for _u, c in pairs})
     wanted = None if pairs is None else set(pairs)
+    c = TABLE.c
+    # When its rank last rose: the first run that reached its tier, else its first done
+    # run, else its first failed one.
+    progressed = case(
+        (c.tier_place.is_not(None), c.tier_at),
+        (c.done > 0, c.first_done_at),
+        else_=c.first_failed_at,
+    )
+    stmt = select(
+        c.user, c.cell_id, c.runs, c.failed, c.done, c.first_at, c.last_at, c.changed_at,
+        type_coerce(progressed, UTCDateTime()), c.best_us, c.tier_problem, c.tier_place,
+        c.tier_name,
+    ).where(_scoped(owners, exercises, pairs))  # fmt: skip
     cells: dict[Pair, Cell] = {}
-    table = select(TABLE).where(TABLE.c.user.in_(owners), TABLE.c.cell_id.in_(exercises))
-    for row in s.execute(table):
-        pair = (row.user, row.cell_id)
-        if row.runs == 0 or (wanted is not None and pair not in wanted):
+    tiers: dict[tuple[str, int, str], Tier] = {}
+    for row in s.execute(stmt).all():
+        user, cell_id, runs, failed, done, first, last, changed, since, best = row[:10]
+        if wanted is not None and (user, cell_id) not in wanted:
             continue
-        cell = cells[pair] = Cell(
-            runs=row.runs, failed=row.failed, done=row.done, first_at=row.first_at,
-            last_at=row.last_at, changed_at=row.changed_at, best_us=row.best_us,
+        rank = CORRECT if done else WRONG
+        tier = None
+        if row[11] is not None:
+            key = row[10:13]
+            tier = tiers.get(key) or tiers.setdefault(key, _tier(*key, catalog))
+            rank = TIER
+        cells[(user, cell_id)] = Cell(
+            rank=rank, tier=tier, runs=runs, failed=failed, done=done, first_at=first,
+            last_at=last, changed_at=changed, best_us=best, progressed_at=since,
         )  # fmt: skip
-        for state, detail, count, latest in row.failures or ():
-            cell.failures[(state, detail)] = (count, datetime.fromisoformat(latest))
-        if row.done:
-            cell.rank, cell.progressed_at = CORRECT, row.first_done_at
-        elif row.failed:
-            cell.rank, cell.progressed_at = WRONG, row.first_failed_at
-        if row.tier_place is not None:
-            cell.rank, cell.tier, cell.progressed_at = TIER, _tier(row, catalog), row.tier_at
+    if failures:
+        for pair, found in read_failures(s, owners, exercises, pairs).items():
+            if pair in cells:
+                cells[pair].failures = found
     going = (
         select(
             Run.user,

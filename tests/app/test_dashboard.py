@@ -89,8 +89,8 @@ def test_cells_failures_stuck_times_and_updates(database_url: str) -> None:
         assert [x.name for x in found.learners] == ["ana", "bo", "cy"]
         assert found.instructors == {ids["teach"]} and found.exercises == (VADD, SAXPY)
         boards = Dashboards()
-        state = boards.state(db, found, CATALOG)
-        assert state.tiers_ready
+        state = boards.state(db, found, CATALOG, wait=True)
+        assert state.failures_ready
         shown = view.exercises(_book(), found.exercises)
         rows = {r.learner.name: r for r in view.heatmap(found, state, shown)}
         assert _cells(rows["ana"].cells) == [("tier", "silver", "S"), ("untried", "", "·")]
@@ -123,9 +123,15 @@ def test_cells_failures_stuck_times_and_updates(database_url: str) -> None:
 
         # A new run: the next read asks for changes only, and only its cell has changed.
         cursor, asked = state.cursor, datetime.now(UTC)
-        # Read in full, tiers included: no cell is news after the read's cursor.
+        # Read in full, then the failures: cells seen by then are not sent again ...
         assert view.changed_cells(found, state, shown, asked) == []
-        assert view.changed_cells(found, state, shown, cursor) == []
+        failing = {(c.id, c.key) for c in view.changed_cells(found, state, shown, cursor)}
+        # ... but those the second read (failures by message) changed are.
+        assert failing == {
+            (f"c{ids['ana']}-0", "tier"),
+            (f"c{ids['bo']}-0", "wrong"),
+            (f"c{ids['cy']}-1", "wrong"),
+        }
         later = datetime.now(UTC) + timedelta(seconds=1)
         store(db, bo, correct_result(job(SAXPY), 50.0), later, cell=SAXPY)
         again = boards.state(db, found, CATALOG)
@@ -185,7 +191,7 @@ def test_gradebook_quotes_cells_and_defuses_formulas(database_url: str) -> None:
                     ]
                 ]
             )  # fmt: skip
-        state = Dashboards().state(db, found, CATALOG)
+        state = Dashboards().state(db, found, CATALOG, wait=True)
         shown = view.exercises(_book(), found.exercises)
         text = learner_view.gradebook_csv(found, state, shown, learner_view.grades(db, found))
         rows = list(csv.reader(io.StringIO(text)))

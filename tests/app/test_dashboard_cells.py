@@ -113,11 +113,11 @@ def assert_same_dashboard(db: Database, cohort: int) -> CohortState:
     """The table's state against the reference's: every cell and every view alike."""
     found = roster(db, cohort)
     owners, exercises = [x.owner for x in found.learners], list(found.exercises)
-    state = Dashboards().state(db, found, CATALOG)
+    state = Dashboards().state(db, found, CATALOG, wait=True)
     with db.session() as s:
         expected = reference(s, owners, exercises, CATALOG)
     assert _fields(state.cells) == _fields(expected)
-    old = CohortState(found.key, loaded=True, tiers_ready=True)
+    old = CohortState(found.key, loaded=True, failures_ready=True)
     old.put(expected, None)
     shown = view.exercises(_book(), found.exercises)
     by_id = {e.id: e for e in shown}
@@ -299,7 +299,7 @@ def test_an_update_reads_the_table_again(db: Database) -> None:
     ana = owner_key(ids["ana"])
     boards, found = Dashboards(), roster(db, ids["cohort"])
     store(db, ana, wrong_result(job(VADD)), at(0), cell=VADD)
-    state = boards.state(db, found, CATALOG)
+    state = boards.state(db, found, CATALOG, wait=True)
     assert state.cell(ana, VADD).key == "wrong"
     store(db, ana, verified(job(VADD), 45.0), at(1), cell=VADD)  # its verdict is news
     assert boards.state(db, found, CATALOG) is state
