@@ -154,9 +154,8 @@ def seed(url: str, rng: random.Random) -> tuple[int, str, float]:
             ],
         )
         states = ["done"] * 45 + ["wrong"] * 30 + ["compile_error"] * 12
-        states += (
-            ["runtime_error"] * 8 + ["timeout"] * 4 + ["timing"]
-        )  # still going: a real non-final state
+        # The last, 'timing': still going (a non-final state runs have).
+        states += ["runtime_error"] * 8 + ["timeout"] * 4 + ["timing"]
         batch = []
         for n in range(RUNS):
             learner = ids[rng.randrange(LEARNERS)]
