@@ -138,7 +138,9 @@ def dashboard(
         _stuck(found, state, shown, context)
         context.update(_summaries(found, state, shown))
         context["rows"] = view.heatmap(found, state, shown)
-    return render(request, services, "dashboard/page.html", page=found, **context)
+    page = render(request, services, "dashboard/page.html", page=found, **context)
+    _dashboards(request).follow(state)  # a first read's failures, now that the page is made
+    return page
 
 
 @router.get("/cohorts/{cohort_id}/dashboard/updates", response_class=HTMLResponse)
@@ -177,7 +179,9 @@ def dashboard_updates(
             context["rows"] = view.heatmap(found, state, shown)
             context.update(_summaries(found, state, shown))
     context["changed"] = changed
-    return render(request, services, "dashboard/updates.html", page=found, **context)
+    page = render(request, services, "dashboard/updates.html", page=found, **context)
+    _dashboards(request).follow(state)
+    return page
 
 
 @router.get("/cohorts/{cohort_id}/learners/{user_id}", response_class=HTMLResponse)

@@ -87,6 +87,7 @@ class CohortState:
     version: int = 0  # one more at each change: what `memo` keys its entries by
     best_version: int = 0  # one more at each change of a best time
     memo: dict[str, tuple[int, Any]] = field(default_factory=dict)
+    pending: tuple[Any, ...] | None = None  # what `Dashboards.follow` reads the failures with
 
     def put(self, found: Mapping[Pair, Cell], when: datetime | None) -> None:
         """Take cells in, marked seen at `when` (None: when their runs changed)."""
@@ -167,9 +168,11 @@ class Dashboards:
         """The cohort's state: read in full the first time (or when its roster changed), and
         moved forward since its cursor otherwise.
 
-        A full read takes the cells at once, tiers and best times included, and reads their
-        failed runs by message in a thread of its own, unless `wait`; the cells it changes
-        reach the page with its next update."""
+        A full read takes the cells at once, tiers and best times included; their failed
+        runs by message are read at once when `wait`, else by a thread that `follow` starts
+        (a page calls it once it is made, so that the thread does not slow it down; the
+        next call here starts it otherwise). The cells it changes reach the page with its
+        next update."""
         with self._lock:
             state = self._states.get(found.cohort_id)
             if state is None or state.key != found.key:
@@ -188,15 +191,22 @@ class Dashboards:
             else:
                 self._advance(db, state, owners, exercises, catalog)
         if first and wait:
-            self._failures(db, state, owners, exercises)
+            self._failures(db, owners, exercises, state)
         elif first:
-            threading.Thread(
-                target=self._failures,
-                args=(db, state, owners, exercises),
-                name=f"dashboard-failures-{found.cohort_id}",
-                daemon=True,
-            ).start()
+            state.pending = (db, owners, exercises)
+        else:
+            self.follow(state)
         return state
+
+    def follow(self, state: CohortState) -> None:
+        """Start reading the failures of a first full read, if they are still to be read."""
+        with state.lock:
+            pending, state.pending = state.pending, None
+        if pending is not None:
+            threading.Thread(
+                target=self._failures, args=(*pending, state), name="dashboard-failures",
+                daemon=True,
+            ).start()  # fmt: skip
 
     @staticmethod
     def _failures(
