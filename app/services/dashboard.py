@@ -210,7 +210,7 @@ class Dashboards:
 
     @staticmethod
     def _failures(
-        db: Database, state: CohortState, owners: list[str], exercises: list[str]
+        db: Database, owners: list[str], exercises: list[str], state: CohortState
     ) -> None:
         """The failed runs by message of the first full read, into the cells no update has
         read again since (an update reads them with their failures)."""

@@ -1,19 +1,23 @@
 """Learners who join (or leave) a cohort while its dashboard is open: the page's next update
 brings the whole heatmap with their rows, once; a page made with today's learners gets
-only its changed cells, as before. Through the app, on SQLite."""
+only its changed cells, as before. And a first page's failures by message, read after it
+is made, reach its next update. Through the app, on SQLite."""
 
 from __future__ import annotations
 
 import re
+import time
 
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sqlalchemy import delete
 
 from kplay.app.db.classroom import CohortMember
-from kplay.app.services.accounts import Accounts
+from kplay.app.services.accounts import Accounts, owner_key
+from tests.app.fakes import wrong_result
+from tests.app.storedruns import at, store
 from tests.app.test_accounts import log_in
-from tests.app.test_dashboard import PASSWORD, make_cohort
+from tests.app.test_dashboard import PASSWORD, VADD, job, make_cohort
 
 POLL = re.compile(r'id="dash-poll" data-cursor="(\d+)" hx-get="([^"]+)"')
 ROW = re.compile(r'<tr data-learner="(\d+)">')
@@ -73,3 +77,22 @@ def test_a_bad_mark_is_refused(app: FastAPI) -> None:
         log_in(client, "teach@example.org", PASSWORD)
         bad = client.get(f"/cohorts/{ids['cohort']}/dashboard/updates?since=0&members=<x>")
         assert bad.status_code == 422 and "members" in str(bad.json()["detail"])
+
+
+def test_a_first_pages_failures_reach_its_next_update(app: FastAPI) -> None:
+    with TestClient(app) as client:
+        db = client.app.state.services.db  # type: ignore[attr-defined]
+        ids = make_cohort(db, ["ana"])
+        store(db, owner_key(ids["ana"]), wrong_result(job(VADD)), at(0), cell=VADD)
+        log_in(client, "teach@example.org", PASSWORD)
+        page = client.get(f"/cohorts/{ids['cohort']}/dashboard").text
+        assert 'data-failures-ready="false"' in page and "No failed run yet." in page
+        boards = client.app.state.dashboards  # type: ignore[attr-defined]
+        state = boards.peek(ids["cohort"])
+        for _ in range(200):  # read by a thread once the page was made
+            if state.failures_ready:
+                break
+            time.sleep(0.01)
+        update = client.get(_poll(page)).text
+        assert 'data-failures-ready="true"' in update
+        assert "cases differ from the reference" in update and 'data-count="1"' in update
