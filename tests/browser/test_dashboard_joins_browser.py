@@ -87,7 +87,9 @@ def test_learners_who_join_appear_on_the_open_dashboard(
     assert rows.count() == 1 and "Lea Learner" in rows.inner_text()
     _join(browser, server, join_url, "max@example.org", "Max Learner")
     teacher.wait_for_function(
-        "document.querySelectorAll('tr[data-learner]').length === 2", timeout=POLL_MS
+        "n => document.querySelectorAll('tr[data-learner]').length === n",
+        arg=2,
+        timeout=POLL_MS,
     )
     names = teacher.locator("tr[data-learner] th").all_inner_texts()
     assert names == ["Lea Learner", "Max Learner"]
