@@ -175,11 +175,16 @@ class Learner:
         self.rec.runs.append(record)
         started = time.perf_counter()
         while True:
+            form = {"backend": backend, "source": source}
+            route = "runs"
+            if cell.prediction is not None:
+                form["prediction"] = cell.prediction
+                route = "predicted-runs"
             response = await self.request(
                 "submit",
                 "POST",
-                f"/cells/{cell.id}/runs",
-                data={"backend": backend, "source": source},
+                f"/cells/{cell.id}/{route}",
+                data=form,
                 headers={"HX-Request": "true"},
             )
             if response is not None and response.status_code == 429:

@@ -17,6 +17,17 @@ class Cell:
     id: str
     problem: str
     backends: tuple[str, ...]
+    # A "predict, then run" cell's prediction, sent with each Run as the page's form does
+    # (such a cell refuses a run without one); None for the other cells.
+    prediction: str | None = None
+
+
+def _prediction(spec: object) -> str | None:
+    exercise = getattr(spec, "exercise", None)
+    if getattr(exercise, "kind", None) != "predict":
+        return None
+    choices = getattr(exercise, "choices", None)
+    return str(choices[0][0]) if choices else "1"
 
 
 @dataclass(frozen=True)
@@ -34,7 +45,10 @@ def load_book() -> list[Chapter]:
     settings = Settings()
     book = Book(settings.book_dir, load_catalog(), settings.results_dir)
     return [
-        Chapter(ch.url, tuple(Cell(c.id, c.problem, tuple(c.backends)) for c in ch.cells))
+        Chapter(
+            ch.url,
+            tuple(Cell(c.id, c.problem, tuple(c.backends), _prediction(c)) for c in ch.cells),
+        )
         for ch in book.chapters()
     ]
 
