@@ -106,15 +106,15 @@ def measure(
     measured = Measured(stage, place, recheck)
     if ceilings is not None and stage.median_us is not None:
         measured.judged = True
-        measured.too_fast = plausibility.too_fast(
-            float(formula.evaluate(problem.flops, case.params)),
-            float(formula.evaluate(problem.bytes, case.params)),
-            stage.median_us,
-            ceilings,
-            problem.compute_ceiling,
-            cache_bytes=plausibility.cache_bytes(ops),
-            extra=plausibility.margin(),
-        )
+        measured.too_fast = _too_fast(problem, case, stage, ceilings, ops)
+        if measured.too_fast is not None and not ops.on_gpu:
+            from kplay.kernels.calibrate import remeasured_cpu
+
+            # Ceilings measured on a busy machine read low: measure again before blaming the run.
+            fresh = remeasured_cpu(ceilings)
+            if fresh is not None:
+                measured.roofline = place = _place(problem, case, stage, fresh)
+                measured.too_fast = _too_fast(problem, case, stage, fresh, ops)
     if place is not None and ops.on_gpu and recheck.ok and measured.too_fast is None:
         prepared, _ = rotation.last_launch()
         _add_baseline(problem, case, prepared, ops, place, stage, job)
@@ -180,6 +180,18 @@ def ceilings_for_run(ops: ArrayOps) -> Ceilings | None:
     from kplay.kernels.calibrate import cpu_ceilings
 
     return cpu_ceilings()
+
+
+def _too_fast(problem, case, stage, ceilings, ops) -> str | None:  # type: ignore[no-untyped-def]
+    return plausibility.too_fast(
+        float(formula.evaluate(problem.flops, case.params)),
+        float(formula.evaluate(problem.bytes, case.params)),
+        stage.median_us,
+        ceilings,
+        problem.compute_ceiling,
+        cache_bytes=plausibility.cache_bytes(ops),
+        extra=plausibility.margin(),
+    )
 
 
 def _place(problem, case, stage, ceilings) -> RooflineStage | None:  # type: ignore[no-untyped-def]
