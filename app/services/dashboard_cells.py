@@ -2,10 +2,12 @@
 from a pair's finished runs whenever one of them gets its verdict (`refresh`, in the
 verdict's own transaction), and read with the runs still going added (`read_cells`).
 
-What counts is what the dashboard has always counted: runs of a cell that are not profile
-runs; a run that ended done is correct whatever its check says, a tier and a best time come
-only from done runs whose check passed (so a suspicious run, never done, reaches neither),
-and every other final state is a failure.
+What counts: runs of a cell that are not profile runs; a run that ended done is correct
+whatever its check says, and every other final state is a failure. A tier comes only from a
+verified run, by the rule the leaderboards use (done, its check passed and its result's
+`verified` true: timed on real hardware, on secret seeds, within the device's ceilings), so
+an unverified, simulated or suspicious run never reaches one; a best time comes from done
+runs whose check passed (a suspicious run, never done, reaches neither).
 """
 
 from __future__ import annotations
@@ -101,18 +103,21 @@ def _tiers(
             r[("roofline", "percent_of_roofline")],
             r[("roofline", "speedup_over_baseline")],
             r[("timing", "median_us")],
+            r["verified"],
         )
         .where(*_scope(pairs), Run.state == "done")
         .order_by(Run.created_at, Run.id)
     )
     best: dict[Pair, tuple[int, int]] = {}
-    for user, cell_id, problem, created, ok, pct, speedup, median in bind.execute(stmt):
+    for user, cell_id, problem, created, ok, pct, speedup, median, verified in bind.execute(stmt):
         row = rows.get((user, cell_id))
         if row is None:
             continue
         # SQLite's JSON_EXTRACT reads a JSON true as 1; PostgreSQL gives True.
         found = Outcome(cell_id, problem, "done", ok in (True, 1), _number(pct), _number(speedup))
         rank, place, tier = found.rank(catalog.get(problem))
+        if tier is not None and verified not in (True, 1):
+            rank, place, tier = CORRECT, -1, None  # an unverified run reaches no tier
         if tier is not None and (rank, place) > best.get((user, cell_id), (CORRECT, -1)):
             best[(user, cell_id)] = (rank, place)
             row.update(tier_problem=problem, tier_place=place, tier_name=tier.name)

@@ -23,7 +23,7 @@ from kplay.config import Settings
 from kplay.kernels.catalog import load_catalog
 from kplay.kernels.models import RunJob
 from tests.app.fakes import compile_error_result, correct_result, wrong_result
-from tests.app.storedruns import T0, at, store
+from tests.app.storedruns import T0, at, store, verified
 
 VADD, SAXPY = "ch01-vadd-cpu", "ch01-saxpy-cpu"
 CATALOG = load_catalog()
@@ -73,9 +73,9 @@ def test_cells_failures_stuck_times_and_updates(database_url: str) -> None:
         upgrade(db.engine)
         ids = make_cohort(db, ["ana", "bo", "cy"])
         ana, bo, cy = (owner_key(ids[n]) for n in ("ana", "bo", "cy"))
-        # ana: wrong, then correct at 60 µs on vector_add (84% of the roof: silver).
+        # ana: wrong, then verified at 60 µs on vector_add (84% of the roof: silver).
         store(db, ana, wrong_result(job(VADD)), at(0), cell=VADD)
-        store(db, ana, correct_result(job(VADD), 60.0), at(5), cell=VADD)
+        store(db, ana, verified(job(VADD), 60.0), at(5), cell=VADD)
         # bo: six wrong attempts on vector_add, long ago; nothing else.
         for i in range(6):
             store(db, bo, wrong_result(job(VADD)), at(i), cell=VADD)
@@ -133,7 +133,7 @@ def test_cells_failures_stuck_times_and_updates(database_url: str) -> None:
             (f"c{ids['cy']}-1", "wrong"),
         }
         later = datetime.now(UTC) + timedelta(seconds=1)
-        store(db, bo, correct_result(job(SAXPY), 50.0), later, cell=SAXPY)
+        store(db, bo, verified(job(SAXPY), 50.0), later, cell=SAXPY)
         again = boards.state(db, found, CATALOG)
         assert again is state and state.cursor > cursor
         changed = view.changed_cells(found, state, shown, asked)
@@ -177,7 +177,7 @@ def test_gradebook_quotes_cells_and_defuses_formulas(database_url: str) -> None:
         upgrade(db.engine)
         ids = make_cohort(db, ["=cmd|' /C calc'!A0", 'Lee, "the" Third', "+1 caller"])
         evil, lee = (owner_key(ids[n]) for n in ("=cmd|' /C calc'!A0", 'Lee, "the" Third'))
-        run_id = store(db, evil, correct_result(job(VADD), 60.0), at(0), cell=VADD)
+        run_id = store(db, evil, verified(job(VADD), 60.0), at(0), cell=VADD)
         store(db, lee, wrong_result(job(SAXPY)), at(1), cell=SAXPY)
         found = roster(db, ids["cohort"])
         with db.session() as s:

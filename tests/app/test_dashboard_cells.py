@@ -85,16 +85,18 @@ def reference(
         select(
             Run.user, Run.cell_id, Run.problem, Run.created_at, r[("check", "ok")],
             r[("roofline", "percent_of_roofline")], r[("roofline", "speedup_over_baseline")],
-            r[("timing", "median_us")],
+            r[("timing", "median_us")], r["verified"],
         )
         .where(*_scope(owners, exercises), Run.state == "done")
         .order_by(Run.created_at, Run.id)
     )  # fmt: skip
     best: dict[Pair, tuple[int, int]] = {}
-    for user, cid, problem, created, ok, pct, speedup, median in s.execute(tiers):
+    for user, cid, problem, created, ok, pct, speedup, median, sure in s.execute(tiers):
         cell = cells[(user, cid)]
         found = Outcome(cid, problem, "done", ok in (True, 1), _number(pct), _number(speedup))
         rank, place, tier = found.rank(catalog.get(problem))
+        if rank == TIER and sure not in (True, 1):  # a tier needs a verified run
+            rank, place, tier = CORRECT, -1, None
         if rank == TIER and (rank, place) > best.get((user, cid), (CORRECT, -1)):
             best[(user, cid)] = (rank, place)
             cell.rank, cell.tier, cell.progressed_at = TIER, tier, created
@@ -224,6 +226,25 @@ def test_the_table_gives_the_dashboard_of_the_runs(db: Database) -> None:
         row = s.get(DashboardCell, (loner, VADD))
     assert cell.rank == WRONG and cell.best_us is None
     assert row is not None and row.tier_place is None and row.best_us is None and row.failed == 1
+
+
+def test_only_a_verified_run_gives_a_tier(db: Database) -> None:
+    ids = make_cohort(db, ["ana", "bo"])
+    ana, bo = owner_key(ids["ana"]), owner_key(ids["bo"])
+    # Both pass their check at 45 us, on the roofline well enough for a tier.
+    store(db, ana, unverified(job(VADD), 45.0), at(1), cell=VADD)
+    store(db, bo, verified(job(VADD), 45.0), at(1), cell=VADD)
+    state = assert_same_dashboard(db, ids["cohort"])
+    assert state.cell(ana, VADD).key == "correct" and state.cell(ana, VADD).tier is None
+    assert state.cell(bo, VADD).key == "tier" and state.cell(bo, VADD).tier is not None
+    with db.session() as s:
+        row = s.get(DashboardCell, (ana, VADD))
+    assert row is not None and row.tier_place is None and row.done == 1
+    # Its verified run later: the tier, reached then.
+    store(db, ana, verified(job(VADD), 45.0), at(2), cell=VADD)
+    state = assert_same_dashboard(db, ids["cohort"])
+    assert state.cell(ana, VADD).tier == state.cell(bo, VADD).tier
+    assert state.cell(ana, VADD).progressed_at == at(2)
 
 
 def test_the_migration_fills_the_table_from_stored_runs(database_url: str) -> None:
