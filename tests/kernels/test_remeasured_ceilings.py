@@ -38,7 +38,7 @@ def _low(age_s: float) -> Ceilings:
 @pytest.fixture
 def cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("KPLAY_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("KPLAY_ENGINE_NO_AUTO_CALIBRATE", raising=False)
+    monkeypatch.delenv("KPLAY_NO_AUTO_CALIBRATE", raising=False)
     return tmp_path
 
 
