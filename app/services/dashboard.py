@@ -32,7 +32,7 @@ from sqlalchemy import select
 
 from kplay.app.db.models import Run
 from kplay.app.db.session import Database
-from kplay.app.services.dashboard_cells import read_cells, read_failures, snapshot
+from kplay.app.services.dashboard_cells import among, read_cells, read_failures, snapshot
 from kplay.app.services.dashboard_reads import EPOCH, UNTOUCHED, Cell, Pair
 from kplay.app.services.dashboard_roster import Roster
 from kplay.kernels.problem import ProblemSpec
@@ -248,11 +248,11 @@ class Dashboards:
         """The pairs with runs changed since the cursor (one query on runs(user,
         updated_at)), read again."""
         since = state.cursor - OVERLAP
-        stmt = select(Run.id, Run.user, Run.cell_id, Run.updated_at).where(
-            Run.user.in_(owners), Run.updated_at > since, Run.cell_id.in_(exercises)
-        )
         with db.session() as s:
             snapshot(s)
+            stmt = select(Run.id, Run.user, Run.cell_id, Run.updated_at).where(
+                among(s, Run.user, owners), Run.updated_at > since, Run.cell_id.in_(exercises)
+            )
             rows = s.execute(stmt).all()
             # Runs read again for the overlap are taken once per version of theirs.
             state.recent = {k: at for k, at in state.recent.items() if at > since}

@@ -16,7 +16,19 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, case, delete, func, select, type_coerce
+from sqlalchemy import (
+    ARRAY,
+    Connection,
+    String,
+    any_,
+    bindparam,
+    case,
+    delete,
+    func,
+    select,
+    tuple_,
+    type_coerce,
+)
 from sqlalchemy.orm import Session
 
 from kplay.app.db.dashcells import DashboardCell
@@ -213,11 +225,20 @@ def _tier(problem: str, place: int, name: str, catalog: Mapping[str, ProblemSpec
     return Tier(name=name)
 
 
-def _scoped(owners: list[str], exercises: list[str], pairs: list[Pair] | None) -> Any:
+def among(bind: Bind, column: Any, values: list[str]) -> Any:
+    """`column IN values`; on PostgreSQL as one array parameter (`= ANY(:values)`): a
+    cohort's few hundred owners would otherwise be as many parameters, each rendered into
+    the statement on each request."""
+    if _dialect(bind) != "postgresql":
+        return column.in_(values)
+    return column == any_(bindparam(None, values, type_=ARRAY(String()), expanding=False))
+
+
+def _scoped(bind: Bind, owners: list[str], exercises: list[str], pairs: list[Pair] | None) -> Any:
+    """The cohort's rows, or those of `pairs` only (found by the table's primary key)."""
     if pairs is not None:
-        owners = sorted({u for u, _c in pairs})
-        exercises = sorted({c for _u, c in pairs})
-    return TABLE.c.user.in_(owners) & TABLE.c.cell_id.in_(exercises) & (TABLE.c.runs > 0)
+        return tuple_(TABLE.c.user, TABLE.c.cell_id).in_(pairs) & (TABLE.c.runs > 0)
+    return among(bind, TABLE.c.user, owners) & TABLE.c.cell_id.in_(exercises) & (TABLE.c.runs > 0)
 
 
 def read_failures(
@@ -225,15 +246,16 @@ def read_failures(
 ) -> dict[Pair, dict[tuple[str, str | None], tuple[int, datetime]]]:
     """Each pair's failed runs by state and message: how many, and the latest one's time."""
     stmt = select(TABLE.c.user, TABLE.c.cell_id, TABLE.c.failures).where(
-        _scoped(owners, exercises, pairs), TABLE.c.failed > 0
+        _scoped(s, owners, exercises, pairs), TABLE.c.failed > 0
     )
-    out = {}
-    for user, cell_id, found in s.execute(stmt).all():
-        out[(user, cell_id)] = {
-            (state, detail): (count, datetime.fromisoformat(latest))
-            for state, detail, count, latest in found or ()
-        }
-    return out
+    return {(user, cell_id): _failures(found) for user, cell_id, found in s.execute(stmt).all()}
+
+
+def _failures(found: list[Any] | None) -> dict[tuple[str, str | None], tuple[int, datetime]]:
+    return {
+        (state, detail): (count, datetime.fromisoformat(latest))
+        for state, detail, count, latest in found or ()
+    }
 
 
 def read_cells(
@@ -246,8 +268,8 @@ def read_cells(
 ) -> dict[Pair, Cell]:
     """The cells of the cohort's pairs (of `pairs` only, when given): the table's rows with
     the runs still going added (both reads see one snapshot when `snapshot` began the
-    session). The failed runs by message are read unless `failures` is false
-    (`read_failures`)."""
+    session): one read of the table, one of the runs still going. The failed runs by message
+    are read with them unless `failures` is false (`read_failures` reads them apart)."""
     if not owners or not exercises:
         return {}
     pairs = None if pairs is None else list(pairs)
@@ -264,7 +286,9 @@ def read_cells(
         c.user, c.cell_id, c.runs, c.failed, c.done, c.first_at, c.last_at, c.changed_at,
         type_coerce(progressed, UTCDateTime()), c.best_us, c.tier_problem, c.tier_place,
         c.tier_name,
-    ).where(_scoped(owners, exercises, pairs))  # fmt: skip
+    ).where(_scoped(s, owners, exercises, pairs))  # fmt: skip
+    if failures:  # in the same read
+        stmt = stmt.add_columns(c.failures)
     cells: dict[Pair, Cell] = {}
     tiers: dict[tuple[str, int, str], Tier] = {}
     for row in s.execute(stmt).all():
@@ -281,10 +305,8 @@ def read_cells(
             rank=rank, tier=tier, runs=runs, failed=failed, done=done, first_at=first,
             last_at=last, changed_at=changed, best_us=best, progressed_at=since,
         )  # fmt: skip
-    if failures:
-        for pair, found in read_failures(s, owners, exercises, pairs).items():
-            if pair in cells:
-                cells[pair].failures = found
+        if failures and failed > 0:
+            cells[(user, cell_id)].failures = _failures(row[13])
     going = (
         select(
             Run.user,
@@ -294,14 +316,13 @@ def read_cells(
             func.max(Run.created_at),
             func.max(Run.updated_at),
         )
-        .where(
-            Run.state.in_(NON_FINAL),
-            Run.profile_of.is_(None),
-            Run.user.in_(owners),
-            Run.cell_id.in_(exercises),
-        )
+        .where(Run.state.in_(NON_FINAL), Run.profile_of.is_(None))
         .group_by(Run.user, Run.cell_id)
     )
+    if pairs is None:
+        going = going.where(among(s, Run.user, owners), Run.cell_id.in_(exercises))
+    else:  # on the index over runs(cell_id, user, created_at)
+        going = going.where(tuple_(Run.cell_id, Run.user).in_([(c, u) for u, c in pairs]))
     for user, cell_id, n, first, last, changed in s.execute(going):
         pair = (user, cell_id)
         if wanted is not None and pair not in wanted:
