@@ -46,6 +46,7 @@ NOT_SERVED = {
     "tests/kernels/test_solutions.py": "the repository's tests, not part of the installed package",
     "bench/cutlass_gemm.py": "a benchmark script of the repository, not installed",
     "bench/fp8_error.py": "a benchmark script of the repository, not installed",
+    "bench/cutlass_builder.py": "a benchmark script of the repository, not installed",
     "tests/kernels/test_gemm_fp8.py": "the repository's tests, not part of the installed package",
     "bench/results/gemm_stalls_h200_cacca22.txt": "a recorded profile of the repository's "
     "benchmarks, not part of the installed package",
