@@ -240,19 +240,7 @@ class Assignments:
 
     def get(self, viewer: Viewer, assignment_id: int) -> tuple[AssignmentView, co.CohortView]:
         """The assignment and its cohort, for a member of it; 404 for anyone else."""
-        missing = co.CohortError(
-            404, f"no assignment {assignment_id}: it does not exist or you are not in its cohort"
-        )
-        if not 0 < assignment_id <= co.MAX_ID:
-            raise missing
-        with self.db.session() as s:
-            row = s.get(Assignment, assignment_id)
-        if row is None:
-            raise missing
-        try:
-            cohort = self.cohorts.view(viewer, row.cohort_id)
-        except co.CohortError:
-            raise missing from None
+        row, cohort = self.cohorts.assignment(viewer, assignment_id)
         return _view(row), cohort
 
     # ---------------------------------------------------------------- submissions

@@ -21,7 +21,7 @@ from sqlalchemy import and_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 
-from kplay.app.db.classroom import Cohort, CohortMember
+from kplay.app.db.classroom import Assignment, Cohort, CohortMember
 from kplay.app.db.models import User
 from kplay.app.db.session import Database
 from kplay.app.services.access import Viewer
@@ -138,6 +138,22 @@ class Cohorts:
         if role is None:
             raise no_cohort(cohort_id)
         return self._view(cohort, role)
+
+    def assignment(self, viewer: Viewer, assignment_id: int) -> tuple[Assignment, CohortView]:
+        """An assignment's row and its cohort, for a member of it; 404 for anyone else."""
+        missing = CohortError(
+            404, f"no assignment {assignment_id}: it does not exist or you are not in its cohort"
+        )
+        if not 0 < assignment_id <= MAX_ID:
+            raise missing
+        with self.db.session() as s:
+            row = s.get(Assignment, assignment_id)
+        if row is None:
+            raise missing
+        try:
+            return row, self.view(viewer, row.cohort_id)
+        except CohortError:
+            raise missing from None
 
     def teach(self, viewer: Viewer, cohort_id: int) -> CohortView:
         """The cohort, for one who may manage it; 404 for non-members, 403 for its learners."""

@@ -80,19 +80,7 @@ class GradingCases:
 
     def _taught(self, viewer: Viewer, assignment_id: int) -> Assignment:
         """The assignment's row for one who teaches its cohort; as missing for anyone else."""
-        missing = co.CohortError(
-            404, f"no assignment {assignment_id}: it does not exist or you are not in its cohort"
-        )
-        if not 0 < assignment_id <= co.MAX_ID:
-            raise missing
-        with self.db.session() as s:
-            row = s.get(Assignment, assignment_id)
-        if row is None:
-            raise missing
-        try:
-            cohort = self.cohorts.view(viewer, row.cohort_id)
-        except co.CohortError:
-            raise missing from None
+        row, cohort = self.cohorts.assignment(viewer, assignment_id)
         if not cohort.teaching:
             raise co.CohortError(403, "only the cohort's instructors see or set hidden cases")
         return row
