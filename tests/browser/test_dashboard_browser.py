@@ -10,6 +10,7 @@ import io
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,6 +55,32 @@ def _shot(page: object, name: str, **kwargs: object) -> None:
     page.screenshot(path=str(ARTIFACTS / name), **kwargs)  # type: ignore[attr-defined]
 
 
+def instructor_with_cohort(teacher: object, server: str, database: str, name: str) -> str:
+    """Prof Ada signed up on `teacher`, made an instructor, with cohort `name` and an
+    assignment "Week 1" of EXERCISE; the cohort page's address."""
+    _sign_up(teacher, server, "prof@example.org", "Prof Ada")
+    db = Database(database)
+    try:
+        accounts = Accounts(db)
+        found = accounts.by_email("prof@example.org")
+        assert found is not None
+        accounts.set_role(found.id, "instructor")
+    finally:
+        db.dispose()
+    page: Any = teacher
+    page.goto(server + "/cohorts")
+    page.fill("#cohort-name", name)
+    page.click("[data-cohort-form] button[type=submit]")
+    page.wait_for_url(re.compile(r".*/cohorts/\d+$"))
+    cohort_url = page.url
+    page.fill("#assignment-title", "Week 1")
+    page.check(f'[data-assignment-form] input[name="exercises"][value="{EXERCISE}"]')
+    page.fill("#assignment-deadline", "2030-01-01T12:00")
+    page.click("[data-assignment-form] button[type=submit]")
+    page.wait_for_load_state()
+    return str(cohort_url)
+
+
 def test_the_heatmap_follows_a_learners_run_then_drill_down_and_export(
     site: tuple[str, str],
     browser: object,  # noqa: F811
@@ -66,25 +93,7 @@ def test_the_heatmap_follows_a_learners_run_then_drill_down_and_export(
     csp_console = _watch_csp(teacher)
 
     # The instructor: an account given the instructor role, a cohort, an assignment.
-    _sign_up(teacher, server, "prof@example.org", "Prof Ada")
-    db = Database(database)
-    try:
-        accounts = Accounts(db)
-        found = accounts.by_email("prof@example.org")
-        assert found is not None
-        accounts.set_role(found.id, "instructor")
-    finally:
-        db.dispose()
-    teacher.goto(server + "/cohorts")
-    teacher.fill("#cohort-name", "Kernels 101")
-    teacher.click("[data-cohort-form] button[type=submit]")
-    teacher.wait_for_url(re.compile(r".*/cohorts/\d+$"))
-    cohort_url = teacher.url
-    teacher.fill("#assignment-title", "Week 1")
-    teacher.check(f'[data-assignment-form] input[name="exercises"][value="{EXERCISE}"]')
-    teacher.fill("#assignment-deadline", "2030-01-01T12:00")
-    teacher.click("[data-assignment-form] button[type=submit]")
-    teacher.wait_for_load_state()
+    cohort_url = instructor_with_cohort(teacher, server, database, "Kernels 101")
     assert teacher.locator("[data-cohort-error]").count() == 0, teacher.content()[:2000]
     teacher.goto(cohort_url)
     assert "Week 1" in teacher.inner_text("main")

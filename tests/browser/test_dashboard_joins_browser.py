@@ -4,14 +4,16 @@ one for the next, without a reload; the new learner's run then changes its cell 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 import pytest
 
-from kplay.app.db.session import Database
-from kplay.app.services.accounts import Accounts
-from tests.browser.test_dashboard_browser import EXERCISE, _shot, _sign_up
+from tests.browser.test_dashboard_browser import (
+    EXERCISE,
+    _shot,
+    _sign_up,
+    instructor_with_cohort,
+)
 from tests.browser.test_playground import (  # noqa: F401 - the module's fixtures
     GOOD,
     RUN_LIMIT_MS,
@@ -54,25 +56,7 @@ def test_learners_who_join_appear_on_the_open_dashboard(
     errors: list[str] = []
     teacher.on("pageerror", lambda exc: errors.append(str(exc)))
     csp_console = _watch_csp(teacher)
-    _sign_up(teacher, server, "prof@example.org", "Prof Ada")
-    db = Database(database)
-    try:
-        accounts = Accounts(db)
-        found = accounts.by_email("prof@example.org")
-        assert found is not None
-        accounts.set_role(found.id, "instructor")
-    finally:
-        db.dispose()
-    teacher.goto(server + "/cohorts")
-    teacher.fill("#cohort-name", "Kernels 102")
-    teacher.click("[data-cohort-form] button[type=submit]")
-    teacher.wait_for_url(re.compile(r".*/cohorts/\d+$"))
-    cohort_url = teacher.url
-    teacher.fill("#assignment-title", "Week 1")
-    teacher.check(f'[data-assignment-form] input[name="exercises"][value="{EXERCISE}"]')
-    teacher.fill("#assignment-deadline", "2030-01-01T12:00")
-    teacher.click("[data-assignment-form] button[type=submit]")
-    teacher.wait_for_load_state()
+    cohort_url = instructor_with_cohort(teacher, server, database, "Kernels 102")
     teacher.goto(cohort_url)
     join_url = teacher.input_value("[data-join-url]")
 
