@@ -63,8 +63,9 @@ def make_executor(settings: Settings) -> Executor:
 
     limits = Limits.from_settings(settings)
     # Positional: the pool size is the first parameter whatever its name.
+    kept = [durations_file(settings.database_url), machine_durations_file(settings)]
     return LocalExecutor(
-        settings.pool_size, limits, durations_file=durations_file(settings.database_url)
+        settings.pool_size, limits, durations_file=[p for p in kept if p is not None]
     )
 
 
@@ -82,3 +83,11 @@ def durations_file(database_url: str) -> Path | None:
         return None  # a URI filename: its options may name a memory database
     path = Path(url.database)
     return path.with_name(f"{path.name}-waits.json")
+
+
+def machine_durations_file(settings: Settings) -> Path:
+    """The same durations kept for the machine, in the cache folder: the prior of a server
+    started on a fresh data folder (a new database, a copied one, PostgreSQL), so that the
+    first class on a new database is not queued with nothing to go by. The file beside the
+    database, where there is one, answers first: it holds that deployment's own jobs."""
+    return settings.cache_root() / "waits" / f"embedded-{settings.pool_size}.json"

@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ class LocalExecutor(Executor):
         target: str = DEFAULT_TARGET,
         warm: bool = True,
         max_queued: int | None = 100,
-        durations_file: Path | None = None,
+        durations_file: Path | Sequence[Path] | None = None,
     ) -> None:
         if size < 1:
             raise ValueError("a local executor needs at least one worker")
@@ -50,10 +51,16 @@ class LocalExecutor(Executor):
         self._queue: collections.deque[RunJob] = collections.deque()
         # What each dispatcher is evaluating, and since when (monotonic seconds).
         self._running: dict[str, tuple[RunJob, float]] = {}
-        # Where the durations are kept across restarts (None: not kept); what an earlier
-        # server kept there is the prior of the wait estimates (workers.waits).
-        self.durations_file = durations_file
-        prior = load(durations_file) if durations_file is not None else None
+        # Where the durations are kept across restarts (none: not kept); what an earlier
+        # server kept in the first file that has any is the prior of the wait estimates
+        # (workers.waits), and every file gets this server's.
+        if durations_file is None:
+            self.durations_files: list[Path] = []
+        elif isinstance(durations_file, Path):
+            self.durations_files = [durations_file]
+        else:
+            self.durations_files = list(durations_file)
+        prior = next(filter(None, map(load, self.durations_files)), None)
         self.durations = Durations(prior=prior)
         self._saved_at = 0.0
         # Jobs taken since start: the first of each fresh child is left out of the durations.
@@ -202,17 +209,18 @@ class LocalExecutor(Executor):
 
     def _save(self, force: bool = False) -> None:
         """Keep the durations for a later server, at most every SAVE_EVERY_S seconds."""
-        if self.durations_file is None:
+        if not self.durations_files:
             return
         with self._cond:
             now = time.monotonic()
             if not force and now - self._saved_at < SAVE_EVERY_S:
                 return
             self._saved_at = now
-        try:
-            save(self.durations, self.durations_file)
-        except OSError as exc:
-            log.warning("could not keep the run durations in %s: %s", self.durations_file, exc)
+        for path in self.durations_files:
+            try:
+                save(self.durations, path)
+            except OSError as exc:
+                log.warning("could not keep the run durations in %s: %s", path, exc)
 
     def _evaluate(self, job: RunJob) -> RunResult:
         assert self._pool is not None
