@@ -16,8 +16,8 @@ the mode (a check-only run is a fraction of a full one); with too few recent job
 kind, its backend's, then every job's durations stand in.
 
 A restarted server has no recent job: `Durations` then reads a prior, the durations an
-earlier server kept (`save`/`load`), kind by kind, until this one has its own. No recent job
-and no prior: no estimate.
+earlier server kept (`save`/`load`), and counts them as older than its own until its own
+have pushed them out. No recent job and no prior: no estimate.
 """
 
 from __future__ import annotations
@@ -107,9 +107,9 @@ def pick(*sets: Sequence[float]) -> Sequence[float]:
 class Durations:
     """Recent job durations, by kind, by backend and overall; safe to share between threads.
 
-    `prior` (an earlier server's durations, `load`) answers for a kind only while this one
-    has fewer than MIN_SAMPLES of its own at that level: its kind's first, then its
-    backend's, then every job's, each from this server's own durations before the prior's.
+    `prior` (an earlier server's durations, `load`) counts beside this server's own, older
+    than them, until `kept` of its own at a level have pushed it out: its kind's first, then
+    its backend's, then every job's, the first level with MIN_SAMPLES of the two together.
     The latest `STORED` durations, the prior's first, are what `save` writes.
     """
 
@@ -138,8 +138,12 @@ class Durations:
         if self.prior is None:
             return list(pick(*own))
         earlier = self.prior.own(kind)
-        interleaved = [found for pair in zip(own, earlier, strict=True) for found in pair]
-        return list(pick(*interleaved))
+        # At each level the prior's durations come first and this server's after them, the
+        # latest `kept` of both: a few jobs of its own do not replace a long record (a mean
+        # of few durations misses the rare job that runs to the time limit, and those that
+        # end first are the short ones), many do.
+        merged = [(old + new)[-self.kept :] for new, old in zip(own, earlier, strict=True)]
+        return list(pick(*merged))
 
     def entries(self) -> list[tuple[Kind, float]]:
         """The durations `save` writes, oldest first."""

@@ -20,18 +20,22 @@ CHECK = ("vector_add", "numba-cpu", "check")
 OTHER = ("saxpy", "numba-cpu", "full")
 
 
-def test_the_prior_answers_only_until_this_server_has_its_own() -> None:
+def test_the_prior_counts_beside_this_servers_own_until_they_push_it_out() -> None:
     earlier = Durations()
     for _ in range(MIN_SAMPLES):
         earlier.add(FULL, 8.0)
-    d = Durations(prior=earlier)
+    d = Durations(kept=10, prior=earlier)
     assert d.samples(FULL) == [8.0] * MIN_SAMPLES
     assert start_in_s([], [FULL, FULL], 1, d.samples) == pytest.approx(16.0)
-    for _ in range(MIN_SAMPLES - 1):
+    for _ in range(MIN_SAMPLES):
         d.add(FULL, 2.0)
-    assert d.samples(FULL) == [8.0] * MIN_SAMPLES  # four of its own are not enough yet
+    # Older than this server's own, and still counted: five of its own are a short record.
+    assert d.samples(FULL) == [8.0] * MIN_SAMPLES + [2.0] * MIN_SAMPLES
     d.add(FULL, 2.0)
-    assert d.samples(FULL) == [2.0] * MIN_SAMPLES
+    assert d.samples(FULL) == [8.0] * (MIN_SAMPLES - 1) + [2.0] * (MIN_SAMPLES + 1)
+    for _ in range(10):
+        d.add(FULL, 2.0)
+    assert d.samples(FULL) == [2.0] * 10
 
 
 def test_a_kind_the_prior_knows_beats_this_servers_other_kinds() -> None:
@@ -43,11 +47,12 @@ def test_a_kind_the_prior_knows_beats_this_servers_other_kinds() -> None:
         d.add(FULL, 2.0)
     # saxpy: none of this server's own, but the prior knows its kind.
     assert d.samples(OTHER) == [20.0] * MIN_SAMPLES
-    # A kind neither knows: this server's own backend's durations before the prior's.
-    assert d.samples(("sum", "numba-cpu", "full")) == [2.0] * MIN_SAMPLES
-    # The mode counts: a check-only run of a known problem goes by every job of its own
-    # server (no check run yet on the backend), not by the full runs of its problem.
-    assert d.samples(CHECK) == [2.0] * MIN_SAMPLES
+    # A kind neither knows: its backend's durations, the prior's then this server's.
+    both = [20.0] * MIN_SAMPLES + [2.0] * MIN_SAMPLES
+    assert d.samples(("sum", "numba-cpu", "full")) == both
+    # The mode counts: a check-only run of a known problem goes by every job (no check run
+    # yet on the backend), not by the full runs of its problem.
+    assert d.samples(CHECK) == both
 
 
 def test_saved_durations_come_back_in_order_and_carry_the_prior(tmp_path: Path) -> None:
