@@ -205,6 +205,9 @@ class TimingStage(_Model):
     clocks_after: ClockReading | None = None
     threads: int | None = None
     timer: str | None = None
+    # With timer "cupti-kernels": the CUDA events' median over the same repetitions, the
+    # cross-check the kernels' own stamps were held against (kernels.cuptitime).
+    events_median_us: float | None = None
     # What the harness did around each repetition, outside the timed region: how many input
     # sets it rotated through, in how many sets of buffers, and how many outputs it checked.
     input_sets: int | None = None

@@ -13,6 +13,10 @@ before the clock starts on the CPU; the evaluation re-poisons outputs and rotate
 there. `after_rep` runs once the end event is recorded or the clock has stopped; the
 evaluation checks that repetition's output there.
 
+With the `gpu_timer` setting at "kernels" and CUPTI installed, each repetition's time is
+instead the span of the kernels its launch enqueued, from their own GPU stamps
+(kernels.cuptitime), the events kept as the check that nothing but kernels ran.
+
 Host launch overhead must stay out of the events: a Numba or Triton launch can take
 longer on the host than a small kernel takes on the GPU, and the start event would then
 fire while the GPU waits for the kernel to be queued. So after the flush a one-thread
@@ -200,32 +204,64 @@ def time_gpu(
     clocks_before = gpu_clocks()
     flusher = _flusher() if flush_l2 else None
     samples: list[float] = []
+    kernels: list[float] = []
+    stamps = _kernel_stamps()
+    rep = 0
     started = time.perf_counter()
-    while not _done(samples, started, cap_s):
-        events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(BATCH)]
-        for start, end in events:
-            # Resets first, then the flush: what they wrote must not wait in the L2.
-            if before_rep:
-                before_rep()
-            if flusher:
-                flusher.flush()
-            _delay(delay_ns)
-            start.record()
-            launch()
-            end.record()
-            if after_rep:
-                after_rep(True, None)
-        events[-1][1].synchronize()
-        samples.extend(cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in events)
-    stats = summarize(samples)
+    try:
+        while not _done(samples, started, cap_s):
+            events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(BATCH)]
+            for start, end in events:
+                # Resets first, then the flush: what they wrote must not wait in the L2.
+                if before_rep:
+                    before_rep()
+                if flusher:
+                    flusher.flush()
+                _delay(delay_ns)
+                # The repetition's id is pushed outside the events, so that they time what
+                # they always did; the event records themselves launch no kernel.
+                if stamps:
+                    stamps.push(rep)
+                start.record()
+                launch()
+                end.record()
+                if stamps:
+                    stamps.pop()
+                rep += 1
+                if after_rep:
+                    after_rep(True, None)
+            events[-1][1].synchronize()
+            samples.extend(cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in events)
+        if stamps:
+            spans = stamps.spans()
+            kernels = [spans[i] for i in range(rep) if i in spans]
+    finally:
+        if stamps:
+            stamps.close()
+    from kplay.kernels.cuptitime import consistent
+
+    by_kernels = stamps is not None and consistent(samples, kernels)
+    stats = summarize(kernels if by_kernels else samples)
     return TimingStage(
         timed=True,
         l2_flushed=flush_l2,
         clocks_before=clocks_before,
         clocks_after=gpu_clocks(),
-        timer="cuda-events",
+        timer="cupti-kernels" if by_kernels else "cuda-events",
+        events_median_us=float(np.median(samples)) if by_kernels else None,
         **stats,  # type: ignore[arg-type]
     )
+
+
+def _kernel_stamps():  # type: ignore[no-untyped-def]
+    """CUPTI's kernel stamps where the engine is set to time by them and CUPTI can start."""
+    from kplay.config import EngineSettings
+
+    if EngineSettings().gpu_timer != "kernels":
+        return None
+    from kplay.kernels.cuptitime import KernelStamps
+
+    return KernelStamps.open()
 
 
 # ------------------------------------------------------------------ CPU

@@ -84,6 +84,11 @@ class EngineSettings(_KplaySettings):
         description="Never measure a device's ceilings on first need; datasheet figures are "
         "used until `kplay calibrate` runs",
     )
+    gpu_timer: Literal["events", "kernels"] = Field(
+        default="events",
+        description="Time GPU repetitions by CUDA events around each launch, or by the "
+        "kernels' own stamps from CUPTI (needs cupti-python; the events stay as a check)",
+    )
     cuda_arch: str = Field(
         default="sm_90",
         description="Architecture of the compile-only CUDA report where no GPU runs the kernel "
@@ -220,9 +225,7 @@ class WorkerSettings(EngineSettings):
         description="How long a heartbeat lives: a worker silent this long drops off the fleet",
     )
     result_ttl_s: int = Field(
-        default=7 * 24 * 3600,
-        gt=0,
-        description="How long a verdict stays readable by run id in Redis",
+        default=7 * 24 * 3600, gt=0, description="How long a verdict stays readable by run id"
     )
     ticket_ttl_s: int = Field(
         default=24 * 3600,
@@ -230,14 +233,10 @@ class WorkerSettings(EngineSettings):
         description="How long a queued job's ticket (its user, queue and state) lives without news",
     )
     publish_retry_s: float = Field(
-        default=120.0,
-        ge=0,
-        description="How long a worker keeps trying to post a verdict while Redis is away",
+        default=120.0, ge=0, description="How long a worker retries a verdict while Redis is away"
     )
     max_deliveries: int = Field(
-        default=2,
-        ge=1,
-        description="A job whose worker was lost this many times is ended, not run again",
+        default=2, ge=1, description="A job whose worker was lost this often is ended, not rerun"
     )
     eval_target: str = Field(
         default="kplay.kernels.evaluate:evaluate",
