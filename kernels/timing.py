@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -183,6 +184,26 @@ def time_gpu(
 ) -> TimingStage:
     """`mark`: an NVTX range of that name around the last warm-up launch, which a profiler
     can select (`ncu --nvtx --nvtx-include NAME/`); it costs nothing without one."""
+    # Recording starts before the warm-up, so that the host time it adds to a launch is in
+    # the warm-up's measure of it (the delay below).
+    stamps = _kernel_stamps()
+    try:
+        return _time_gpu(launch, before_rep, cap_s, flush_l2, warmup, after_rep, mark, stamps)
+    finally:
+        if stamps:
+            stamps.close()
+
+
+def _time_gpu(  # noqa: PLR0913 - time_gpu's parameters and the recorder
+    launch: Callable[[], None],
+    before_rep: Callable[[], None] | None,
+    cap_s: float,
+    flush_l2: bool,
+    warmup: int,
+    after_rep: AfterRep | None,
+    mark: str | None,
+    stamps: Any,
+) -> TimingStage:
     import cupy
 
     host_us: list[float] = []
@@ -205,39 +226,34 @@ def time_gpu(
     flusher = _flusher() if flush_l2 else None
     samples: list[float] = []
     kernels: list[float] = []
-    stamps = _kernel_stamps()
     rep = 0
     started = time.perf_counter()
-    try:
-        while not _done(samples, started, cap_s):
-            events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(BATCH)]
-            for start, end in events:
-                # Resets first, then the flush: what they wrote must not wait in the L2.
-                if before_rep:
-                    before_rep()
-                if flusher:
-                    flusher.flush()
-                _delay(delay_ns)
-                # The repetition's id is pushed outside the events, so that they time what
-                # they always did; the event records themselves launch no kernel.
-                if stamps:
-                    stamps.push(rep)
-                start.record()
-                launch()
-                end.record()
-                if stamps:
-                    stamps.pop()
-                rep += 1
-                if after_rep:
-                    after_rep(True, None)
-            events[-1][1].synchronize()
-            samples.extend(cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in events)
-        if stamps:
-            spans = stamps.spans()
-            kernels = [spans[i] for i in range(rep) if i in spans]
-    finally:
-        if stamps:
-            stamps.close()
+    while not _done(samples, started, cap_s):
+        events = [(cupy.cuda.Event(), cupy.cuda.Event()) for _ in range(BATCH)]
+        for start, end in events:
+            # Resets first, then the flush: what they wrote must not wait in the L2.
+            if before_rep:
+                before_rep()
+            if flusher:
+                flusher.flush()
+            _delay(delay_ns)
+            # The repetition's id is pushed outside the events, so that they time what
+            # they always did; the event records themselves launch no kernel.
+            if stamps:
+                stamps.push(rep)
+            start.record()
+            launch()
+            end.record()
+            if stamps:
+                stamps.pop()
+            rep += 1
+            if after_rep:
+                after_rep(True, None)
+        events[-1][1].synchronize()
+        samples.extend(cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in events)
+    if stamps:
+        spans = stamps.spans()
+        kernels = [spans[i] for i in range(rep) if i in spans]
     from kplay.kernels.cuptitime import consistent
 
     by_kernels = stamps is not None and consistent(samples, kernels)
