@@ -18,9 +18,9 @@ by then, under each rule for an earlier server's durations (the prior):
 HOLDS.json is the durations file written during that run (`kplay.sqlite3-waits.json`, or
 the machine's `waits/embedded-<n>.json`, of which the last entries are taken: one per
 evaluated run but the children's first); PRIOR.json the one the server started with. The
-replay takes a kind as (problem, backend) and 30 s as the time limit, and reports what the
-load test reports: queued runs, how many would have shown an estimate, and how many within
-30% of the real wait.
+replay takes a kind as (problem, backend) and 30 s as the time limit (`--limit`), and
+reports what the load test reports: queued runs, how many would have shown an estimate,
+and how many within 30% of the real wait.
 """
 
 from __future__ import annotations
@@ -73,7 +73,9 @@ def evaluated_runs(run: dict[str, Any], holds: list[list[Any]], workers: int) ->
     return runs
 
 
-def replay(runs: list[dict], rule: str, prior: list[list[Any]], workers: int) -> dict:
+def replay(
+    runs: list[dict], rule: str, prior: list[list[Any]], workers: int, limit_s: float = LIMIT_S
+) -> dict:
     earlier = None
     if rule != "none" and prior:
         earlier = Durations()
@@ -95,7 +97,7 @@ def replay(runs: list[dict], rule: str, prior: list[list[Any]], workers: int) ->
         running = [(x["kind"], t - x["start"]) for x in runs if x["start"] <= t < x["end"]]
         ahead = [x["kind"] for x in sorted(runs, key=lambda x: x["submit_at"])
                  if x["submit_at"] < t < x["start"]]  # fmt: skip
-        estimate = start_in_s(running, ahead, workers, durations.samples, LIMIT_S)
+        estimate = start_in_s(running, ahead, workers, durations.samples, limit_s)
         if estimate is None:
             continue
         shown += 1
@@ -117,6 +119,7 @@ def main() -> None:
     parser.add_argument("holds", type=Path, help="the durations file written in that run")
     parser.add_argument("--prior", type=Path, help="the durations file the server started with")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--limit", type=float, default=LIMIT_S, help="the run's time limit, s")
     args = parser.parse_args()
     run = json.loads(args.run.read_text())
     holds = json.loads(args.holds.read_text())["durations"]
@@ -126,7 +129,7 @@ def main() -> None:
     print("| rule | queued | shown | within 30% | share | median signed error |")
     print("|---|---|---|---|---|---|")
     for rule in ("none", "either", "merged") if prior else ("none",):
-        f = replay(runs, rule, prior, args.workers)
+        f = replay(runs, rule, prior, args.workers, args.limit)
         share = f"{f['share_within_30pct']:.0%}" if f["share_within_30pct"] is not None else "-"
         med = f["median_signed_rel_error"]
         print(f"| {rule} | {f['queued_runs']} | {f['with_estimate']} | {f['within_30pct']} "

@@ -24,10 +24,11 @@ def queue_of_nine() -> dict:
 def test_a_queue_of_equal_runs_is_foreseen_exactly_once_runs_have_ended() -> None:
     runs = evaluated_runs(queue_of_nine(), [["vector_add", "numba-cpu", 10.0]] * 7, 2)
     assert [r["first"] for r in runs] == [True, True] + [False] * 7
-    found = replay(runs, "none", [], 2)
+    found = replay(runs, "none", [], 2, limit_s=10.0)
     # Runs 2-7 came before any run had ended (and the two that end first are the children's
     # first, left out): no estimate. Run 8 came at 25 s: 4 and 5 have 5 s left, 6 and 7
-    # take 10 s each after them, so it starts at 40 s, 15 s later, as it did.
+    # take 10 s each after them, so it starts at 40 s, 15 s later, as it did. (Every run
+    # takes the 10 s limit here, so the limit counted among the durations changes nothing.)
     assert found["queued_runs"] == 7
     assert found["with_estimate"] == 1 and found["within_30pct"] == 1
     assert found["median_signed_rel_error"] == pytest.approx(0.0, abs=1e-9)
@@ -35,7 +36,7 @@ def test_a_queue_of_equal_runs_is_foreseen_exactly_once_runs_have_ended() -> Non
 
 def test_a_prior_gives_every_queued_run_an_estimate_and_a_wrong_one_misses() -> None:
     runs = evaluated_runs(queue_of_nine(), [["vector_add", "numba-cpu", 10.0]] * 7, 2)
-    right = replay(runs, "merged", [["vector_add", "numba-cpu", "full", 10.0]] * 20, 2)
+    right = replay(runs, "merged", [["vector_add", "numba-cpu", "full", 10.0]] * 20, 2, 10.0)
     assert right["with_estimate"] == 7 and right["within_30pct"] == 7
-    wrong = replay(runs, "either", [["vector_add", "numba-cpu", "full", 30.0]] * 20, 2)
+    wrong = replay(runs, "either", [["vector_add", "numba-cpu", "full", 30.0]] * 20, 2, 10.0)
     assert wrong["with_estimate"] == 7 and wrong["within_30pct"] == 0
