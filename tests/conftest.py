@@ -55,6 +55,27 @@ def _children_share_the_test_folder(tmp_path_factory: pytest.TempPathFactory) ->
     os.environ["KPLAY_SANDBOX_SHARED_DIRS"] = str(tmp_path_factory.getbasetemp())
 
 
+@pytest.fixture(autouse=True)
+def _servers_keep_wait_durations_in_the_test_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """An embedded executor made by a test keeps its run durations for the machine
+    (kplay.app.executors.machine_durations_file) in a folder of that test, not in the user's
+    cache folder, where a later `kplay serve` would start its wait estimates from test jobs.
+    Settings that name a cache folder keep it."""
+    from kplay.app import executors
+
+    real = executors.machine_durations_file
+    folder = tmp_path_factory.mktemp("machine-waits")
+
+    def kept_here(settings):  # type: ignore[no-untyped-def]
+        if settings.cache_dir is not None:
+            return real(settings)
+        return folder / f"embedded-{settings.pool_size}.json"
+
+    monkeypatch.setattr(executors, "machine_durations_file", kept_here)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):  # type: ignore[no-untyped-def]
     outcome = yield
