@@ -41,10 +41,6 @@ from pathlib import Path
 KEPT = 200
 # Fewer recent jobs than this of a kind: its backend's (then every job's) durations are used.
 MIN_SAMPLES = 5
-# How many of an earlier server's durations (the prior) count at each level: enough to carry
-# the rare runs that hit the time limit, few enough that a class whose mix differs from the
-# last one's soon weighs more (replayed on two load tests, bench/RESULTS.md).
-PRIOR_KEPT = 50
 
 Kind = tuple[str, ...]  # (problem, backend) or (problem, backend, mode)
 Samples = Callable[[Kind], Sequence[float]]
@@ -120,10 +116,9 @@ def pick(*sets: Sequence[float]) -> Sequence[float]:
 class Durations:
     """Recent job durations, by kind, by backend and overall; safe to share between threads.
 
-    `prior` (an earlier server's durations, `load`): its latest PRIOR_KEPT at a level count
-    beside this server's own, older than them, until `kept` of its own have pushed them out:
-    its kind's first, then its backend's, then every job's, the first level with MIN_SAMPLES
-    of the two together.
+    `prior` (an earlier server's durations, `load`) counts beside this server's own, older
+    than them, until `kept` of its own at a level have pushed it out: its kind's first, then
+    its backend's, then every job's, the first level with MIN_SAMPLES of the two together.
     The latest `STORED` durations, the prior's first, are what `save` writes.
     """
 
@@ -152,14 +147,11 @@ class Durations:
         if self.prior is None:
             return list(pick(*own))
         earlier = self.prior.own(kind)
-        # At each level the prior's latest PRIOR_KEPT durations come first and this server's
-        # after them, the latest `kept` of both: a few jobs of its own do not replace a long
-        # record (a mean of few durations misses the rare job that runs to the time limit,
-        # and those that end first are the short ones); after PRIOR_KEPT of its own, the
-        # prior weighs no more than they do, and this class's mix of jobs takes over.
-        merged = [
-            (old[-PRIOR_KEPT:] + new)[-self.kept :] for new, old in zip(own, earlier, strict=True)
-        ]
+        # At each level the prior's durations come first and this server's after them, the
+        # latest `kept` of both: a few jobs of its own do not replace a long record (a mean
+        # of few durations misses the rare job that runs to the time limit, and those that
+        # end first are the short ones), many do.
+        merged = [(old + new)[-self.kept :] for new, old in zip(own, earlier, strict=True)]
         return list(pick(*merged))
 
     def entries(self) -> list[tuple[Kind, float]]:

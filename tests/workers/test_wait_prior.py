@@ -10,7 +10,7 @@ import pytest
 
 from kplay.app.executors import durations_file
 from kplay.workers.local import LocalExecutor, kind_of
-from kplay.workers.waits import MIN_SAMPLES, PRIOR_KEPT, Durations, load, save, start_in_s
+from kplay.workers.waits import MIN_SAMPLES, Durations, load, save, start_in_s
 from tests.workers.celery_support import job
 from tests.workers.test_local_executor import LIMITS, Sink
 
@@ -36,16 +36,6 @@ def test_the_prior_counts_beside_this_servers_own_until_they_push_it_out() -> No
     for _ in range(10):
         d.add(FULL, 2.0)
     assert d.samples(FULL) == [2.0] * 10
-
-
-def test_a_long_prior_counts_its_latest_durations_only() -> None:
-    earlier = Durations()
-    for i in range(PRIOR_KEPT + 30):
-        earlier.add(FULL, 9.0 if i < 30 else 3.0)
-    d = Durations(prior=earlier)
-    assert d.samples(FULL) == [3.0] * PRIOR_KEPT
-    d.add(FULL, 1.0)
-    assert d.samples(FULL) == [3.0] * PRIOR_KEPT + [1.0]
 
 
 def test_a_kind_the_prior_knows_beats_this_servers_other_kinds() -> None:
