@@ -116,6 +116,11 @@ class KernelStamps:
             for kind in stamps.kinds:
                 cupti.activity_enable(kind)
         except Exception:  # noqa: BLE001 - a profiler holding CUPTI, no driver support
+            for kind in stamps.kinds:  # those enabled before the failure
+                try:
+                    cupti.activity_disable(kind)
+                except Exception:  # noqa: BLE001, S110 - never enabled
+                    pass
             stamps._release()
             return None
         return stamps

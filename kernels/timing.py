@@ -225,7 +225,7 @@ def _time_gpu(  # noqa: PLR0913 - time_gpu's parameters and the recorder
     clocks_before = gpu_clocks()
     flusher = _flusher() if flush_l2 else None
     samples: list[float] = []
-    kernels: list[float] = []
+    kernels: list[float] = []  # with stamps: each repetition's kernels' span
     rep = 0
     started = time.perf_counter()
     while not _done(samples, started, cap_s):
@@ -251,12 +251,13 @@ def _time_gpu(  # noqa: PLR0913 - time_gpu's parameters and the recorder
                 after_rep(True, None)
         events[-1][1].synchronize()
         samples.extend(cupy.cuda.get_elapsed_time(s, e) * 1000.0 for s, e in events)
+    by_kernels = False
     if stamps:
+        from kplay.kernels.cuptitime import consistent
+
         spans = stamps.spans()
         kernels = [spans[i] for i in range(rep) if i in spans]
-    from kplay.kernels.cuptitime import consistent
-
-    by_kernels = stamps is not None and consistent(samples, kernels)
+        by_kernels = consistent(samples, kernels)
     stats = summarize(kernels if by_kernels else samples)
     return TimingStage(
         timed=True,

@@ -66,12 +66,12 @@ def _servers_keep_wait_durations_in_the_test_folder(
     from kplay.app import executors
 
     real = executors.machine_durations_file
-    folder = tmp_path_factory.mktemp("machine-waits")
 
     def kept_here(settings):  # type: ignore[no-untyped-def]
         if settings.cache_dir is not None:
             return real(settings)
-        return folder / f"embedded-{settings.pool_size}.json"
+        # Made only for the tests that make an executor.
+        return tmp_path_factory.mktemp("machine-waits") / f"embedded-{settings.pool_size}.json"
 
     monkeypatch.setattr(executors, "machine_durations_file", kept_here)
 

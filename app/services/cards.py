@@ -265,6 +265,10 @@ def _timing(card: RunCard, result: RunResult) -> None:
         Metric("reps", str(t.reps) if t.reps is not None else "—"),
         Metric("timer", t.timer or "—", "L2 flushed per rep" if t.l2_flushed else ""),
     ]
+    if t.events_median_us is not None:
+        card.timing_rows.append(
+            Metric("events' median", fmt.duration_us(t.events_median_us), "the timer's check")
+        )
     if t.threads:
         card.timing_rows.append(Metric("threads", str(t.threads)))
 

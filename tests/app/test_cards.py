@@ -140,3 +140,21 @@ def test_a_wrong_2d_output_shows_its_map_on_the_card() -> None:
     assert "Where case 17x33 is wrong" in html
     assert "out rows 0-7, columns 0-7 (. right, x wrong value" in html
     assert "0 . x x x x x x x" in html
+
+
+def test_a_run_timed_by_its_kernels_stamps_shows_the_events_beside_them() -> None:
+    from kplay.app.services.cards import build_card
+    from kplay.kernels.models import RunResult
+
+    run = _cpu_run("vector_add", "n=1", 12e6, 32 * 2**20)
+    plain = {m.label for m in build_card(run).timing_rows}
+    assert "events' median" not in plain
+    result = RunResult.model_validate(run.result)
+    assert result.timing is not None
+    stamped = result.timing.model_copy(
+        update={"timer": "cupti-kernels", "events_median_us": 5300.0}
+    )
+    run.result = result.model_copy(update={"timing": stamped}).model_dump(mode="json")
+    rows = {m.label: m.value for m in build_card(run).timing_rows}
+    assert rows["timer"] == "cupti-kernels"
+    assert (rows["median"], rows["events' median"]) == ("5.00 ms", "5.30 ms")
