@@ -11,7 +11,7 @@ with CUDA events, median of --reps runs, each after a read-only sweep of 256 MiB
 flushes the L2. Beside it: torch.matmul on bf16 (bf16 out: the "cuBLAS" row the bar is
 measured against) and, where torch offers it, torch.mm(..., out_dtype=torch.float32)
 (bf16 in, fp32 out). B is passed as it is (K x N, row-major), not transposed. Results go
-to bench/results/cute_dsl_gemm_<gpu>.json.
+to bench/results/cute_dsl_gemm_<gpu>_<out>_b<major>.json.
 
 Without a GPU, --compile-only stops the DSL where it would build its host JIT engine (which
 needs the CUDA driver), as kernels/backends/cute_dsl.py does, and reports the cubin.
@@ -133,6 +133,35 @@ def _time(fn, reps: int, flush) -> float:
     return statistics.median(times)
 
 
+def _check(c, ref, tol: float = 1e-2) -> dict:
+    """Max relative error (to the largest |ref|) and, where elements are unwritten (NaN) or
+    off by more than tol, how many and where, by position inside the 128 x 256 tile, so that
+    a wrong epilogue map or a skipped stage shows its pattern."""
+    import torch
+
+    scale = ref.abs().max()
+    diff = (c - ref).abs() / scale
+    unwritten = torch.isnan(c)
+    bad = unwritten | (diff > tol)
+    out = {
+        "max_rel_err": diff[~unwritten].max().item() if (~unwritten).any() else float("nan"),
+        "unwritten": int(unwritten.sum().item()),
+        "wrong": int((bad & ~unwritten).sum().item()),
+        "elements": c.numel(),
+    }
+    if bad.any():
+        rows, cols = bad.nonzero(as_tuple=True)
+        out["first_bad"] = [int(rows[0]), int(cols[0])]
+        out["bad_rows_in_tile"] = sorted({int(r) for r in (rows % 128).unique().tolist()})[:16]
+        out["bad_cols_in_tile"] = sorted({int(x) for x in (cols % 256).unique().tolist()})[:16]
+        out["bad_row_count_in_tile"] = int((rows % 128).unique().numel())
+        out["bad_col_count_in_tile"] = int((cols % 256).unique().numel())
+        tiles = ((rows // 128) * 4096 + cols // 256).unique().tolist()
+        out["bad_tiles"] = len(tiles)
+        out["bad_tile_coords"] = [[t // 4096, t % 4096] for t in tiles[:32]]
+    return out
+
+
 def run_gpu(args, size: int) -> dict:
     """Compile, check and time one size against cuBLAS on the current GPU."""
     import cuda.bindings.driver as cuda
@@ -161,10 +190,20 @@ def run_gpu(args, size: int) -> dict:
     compiled = cute.compile(_gemm(args, m, n, k, sms), *ptrs, stream)
     compile_s = time.perf_counter() - start
 
+    c.fill_(float("nan"))  # an element the kernel does not write stays NaN
     compiled(*ptrs, stream)
     torch.cuda.synchronize()
     ref = a.float() @ b.float()
-    err = ((c.float() - ref).abs().max() / ref.abs().max()).item()
+    check = _check(c.float(), ref)
+    if check["unwritten"]:
+        # NaN where a tile was computed from garbage, or never stored: a second launch into
+        # C filled with 7 tells them apart.
+        c.fill_(7.0)
+        compiled(*ptrs, stream)
+        torch.cuda.synchronize()
+        check["still_7_after_refill"] = int((c == 7.0).sum().item())
+        check["nan_after_refill"] = int(torch.isnan(c.float()).sum().item())
+    err = check["max_rel_err"]
 
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     flops = 2.0 * m * n * k
@@ -185,6 +224,7 @@ def run_gpu(args, size: int) -> dict:
         "ctas": min(sms, (m // 128) * (n // 256)),
         "compile_s": round(compile_s, 2),
         "max_rel_err": err,
+        "check": check,
         "ms": {key: round(v, 4) for key, v in rows.items()},
         "tflops": {key: round(flops / v / 1e9, 1) for key, v in rows.items()},
         "percent_of_cublas_bf16": round(100 * rows["cublas_bf16"] / rows["cute_dsl"], 1),
@@ -220,9 +260,11 @@ def main() -> int:
             err = f"{r['max_rel_err']:.2e}" if own else ""
             cs = r["compile_s"] if own else ""
             print(f"| {r['size']} | {key} | {ms} | {r['tflops'][key]} | {pct} | {err} | {cs} |")
+    for r in results:
+        print(f"check at {r['size']}: {json.dumps(r['check'])}")
     RESULTS.mkdir(exist_ok=True)
     slug = gpu.replace("NVIDIA ", "").replace(" ", "_").lower()
-    path = RESULTS / f"cute_dsl_gemm_{slug}.json"
+    path = RESULTS / f"cute_dsl_gemm_{slug}_{args.out}_b{args.b_major}.json"
     path.write_text(json.dumps({"gpu": gpu, "torch": torch.__version__, "results": results}))
     print(f"\nwrote {path}")
     return 0

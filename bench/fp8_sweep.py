@@ -51,7 +51,24 @@ CONFIGS = [
     (128, 128, 4, 4, False, True),
     (128, 128, 8, 4, False, True),
     (128, 128, 4, 4, True, True),
+    # SCALE 1: the accumulator rescaled in place (bench/fp8_sweep_kernel.py)
+    (128, 128, 8, 3, False, False, 1),
+    (128, 128, 8, 2, False, False, 1),
+    (128, 128, 8, 4, True, False, 1),
+    (128, 256, 8, 3, False, False, 1),
+    (128, 256, 8, 4, True, False, 1),
+    (256, 128, 8, 3, True, False, 1),
+    # SCALE 3: the promotion of one step overlapped with the next step's product
+    (128, 128, 8, 4, False, False, 3),
+    (128, 128, 8, 4, True, False, 3),
+    (128, 128, 8, 3, True, False, 3),
+    (64, 128, 4, 4, True, False, 3),
+    # SCALE 2: one scale per tensor, the ceiling of Triton's FP8 dot (not the contract)
+    (128, 128, 8, 4, True, False, 2),
+    (128, 256, 8, 3, False, False, 2),
+    (128, 256, 8, 4, True, False, 2),
 ]
+SCALE_NAMES = {0: "", 1: " rescaled-acc", 2: " per-tensor ceiling", 3: " overlapped"}
 
 
 def _tg() -> Any:
@@ -82,8 +99,8 @@ def _allocator() -> None:
     )
 
 
-def variant_rows(x: dict[str, Any], m: int, n: int, k: int, timer: Any,
-                 interpreted: bool) -> list[dict[str, Any]]:  # fmt: skip
+def variant_rows(x: dict[str, Any], m: int, n: int, k: int, timer: Any, interpreted: bool,
+                 only: set[int] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     import torch
 
     tg = _tg()
@@ -92,18 +109,21 @@ def variant_rows(x: dict[str, Any], m: int, n: int, k: int, timer: Any,
     rows = []
     for bm, bn, warps, stages, persistent, *rest in CONFIGS:
         ws = bool(rest and rest[0])
-        if n % bn:
+        scale = rest[1] if len(rest) > 1 else 0
+        if n % bn or (only is not None and scale not in only):
             continue
         name = f"{bm}x{bn}x128 w{warps} s{stages}"
         name += (" persistent" if persistent else "") + (" ws" if ws else "")
+        name += SCALE_NAMES[scale]
         row: dict[str, Any] = {"kernel": name, "BLOCK_M": bm, "BLOCK_N": bn, "num_warps": warps,
-                               "num_stages": stages, "persistent": persistent}  # fmt: skip
+                               "num_stages": stages, "persistent": persistent,
+                               "scale_mode": scale}  # fmt: skip
         tiles = -(-m // bm) * (n // bn)
         grid = (min(tiles, sms),) if persistent else (tiles,)
         c = torch.full((m, n), float("nan"), device=x["A"].device, dtype=torch.bfloat16)
 
         opts = {"BLOCK_M": bm, "BLOCK_N": bn, "PERSISTENT": persistent, "WS": ws,
-                "num_warps": warps, "num_stages": stages}  # fmt: skip
+                "SCALE": scale, "num_warps": warps, "num_stages": stages}  # fmt: skip
 
         def call(grid: tuple[int, ...] = grid, c: Any = c, opts: dict[str, Any] = opts) -> Any:
             kernel[grid](x["A"], x["B"], x["a_scale"], x["b_scale"], c, m, n, k,
@@ -111,10 +131,9 @@ def variant_rows(x: dict[str, Any], m: int, n: int, k: int, timer: Any,
             return c
 
         try:
-            row.update(tg.errors(call(), x["ref"]))
-            row["correct"] = bool(
-                row["max_abs_err"] <= 0.125 + 0.0078125 * float(x["ref"].abs().max())
-            )
+            ref = x["ref"] if scale != 2 else x["ref_tensor"]
+            row.update(tg.errors(call(), ref))
+            row["correct"] = bool(row["max_abs_err"] <= 0.125 + 0.0078125 * float(ref.abs().max()))
             if timer is not None and row["correct"]:
                 row["ms"] = timer(call)
         except Exception as exc:  # out of shared memory, a compile error: on its row
@@ -168,7 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rep-ms", type=int, default=200)
     p.add_argument("--cpu-check", action="store_true")
     p.add_argument("--json", type=Path)
+    p.add_argument(
+        "--scale-modes",
+        default="0,1,2,3",
+        help="the kernel's SCALE modes to run (bench/fp8_sweep_kernel.py)",
+    )
     args = p.parse_args(argv)
+    only = {int(v) for v in args.scale_modes.split(",")}
     if args.cpu_check:
         os.environ["TRITON_INTERPRET"] = "1"
     import torch
@@ -178,19 +203,19 @@ def main(argv: list[str] | None = None) -> int:
     tg = _tg()
     if args.cpu_check:
         m, n, k = 130, 256, 384
-        x = tg.fp8_inputs(m, n, k, "cpu", seed=3)
-        rows = variant_rows(x, m, n, k, None, True)
+        x = _with_tensor_ref(tg.fp8_inputs(m, n, k, "cpu", seed=3))
+        rows = variant_rows(x, m, n, k, None, True, only)
         device = "cpu (interpreter)"
     else:
         torch.backends.cuda.matmul.allow_tf32 = False
         s = args.size
         m = n = k = s
-        x = tg.fp8_inputs(s, s, s, "cuda", seed=s + 1)
+        x = _with_tensor_ref(tg.fp8_inputs(s, s, s, "cuda", seed=s + 1))
 
         def timer(fn: Any) -> float:
             return float(triton.testing.do_bench(fn, rep=args.rep_ms, return_mode="median"))
 
-        rows = baseline_rows(x, timer) + variant_rows(x, s, s, s, timer, False)
+        rows = baseline_rows(x, timer) + variant_rows(x, s, s, s, timer, False, only)
         device = torch.cuda.get_device_name()
         base = next(r["ms"] for r in rows if r.get("baseline"))
         for r in rows:
@@ -206,6 +231,14 @@ def main(argv: list[str] | None = None) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"setup": setup, "rows": rows}, indent=2) + "\n")
     return 0 if all(r.get("correct", True) for r in rows) else 1
+
+
+def _with_tensor_ref(x: dict[str, Any]) -> dict[str, Any]:
+    """Adds `ref_tensor`: the same fp8 values with one scale per tensor (each operand's
+    first block scale), the reference of SCALE 2."""
+    one = x["a_scale"].flatten()[0] * x["b_scale"].flatten()[0]
+    x["ref_tensor"] = (x["A"].float() @ x["B"].float().T) * one
+    return x
 
 
 if __name__ == "__main__":

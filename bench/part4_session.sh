@@ -72,7 +72,7 @@ if has cutlass; then
 fi
 if has stamps; then
   step stamps
-  timeout 120 python3 -m pytest -q -p no:cacheprovider -o addopts= \
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -o addopts= --noconftest \
     tests/kernels/test_cuptitime_gpu.py
   KPLAY_GPU_TIMER=kernels timeout 300 python3 bench/timing_fidelity.py --no-spread \
     | tee "$OUT/timing_fidelity_kernels.md"
