@@ -48,6 +48,10 @@ NOT_SERVED = {
     "bench/fp8_error.py": "a benchmark script of the repository, not installed",
     "bench/cutlass_builder.py": "a benchmark script of the repository, not installed",
     "tests/kernels/test_gemm_fp8.py": "the repository's tests, not part of the installed package",
+    "bench/fp8_sweep.py": "a benchmark script of the repository, not installed",
+    "bench/fp8_ttgir.py": "a benchmark script of the repository, not installed",
+    "bench/results/problem_runs_gemm_fp8_h100_7799f8e.json": "a recorded run with its compiler "
+    "listings, over the view's 256 KiB",
     "bench/results/gemm_stalls_h200_cacca22.txt": "a recorded profile of the repository's "
     "benchmarks, not part of the installed package",
 }
