@@ -50,6 +50,8 @@ NOT_SERVED = {
     "tests/kernels/test_gemm_fp8.py": "the repository's tests, not part of the installed package",
     "bench/fp8_sweep.py": "a benchmark script of the repository, not installed",
     "bench/fp8_ttgir.py": "a benchmark script of the repository, not installed",
+    "bench/cute_dsl_gemm.py": "a benchmark script of the repository, not installed",
+    "bench/cute_dsl_gemm_kernel.py": "a benchmark kernel of the repository, not installed",
     "bench/results/problem_runs_gemm_fp8_h100_7799f8e.json": "a recorded run with its compiler "
     "listings, over the view's 256 KiB",
     "bench/results/gemm_stalls_h200_cacca22.txt": "a recorded profile of the repository's "
