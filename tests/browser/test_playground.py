@@ -101,8 +101,16 @@ def running_server(data: Path) -> Iterator[tuple[str, str]]:
     env.pop("KPLAY_SECRET_KEY", None)
     log_path = data / "server.log"
     with log_path.open("wb") as log:
+        # The server's run durations for the machine (the wait estimates' prior) go to this
+        # data folder, not to the user's cache, where a later `kplay serve` would start its
+        # estimates from the test's jobs; the rest of the cache (builds, ceilings) is shared.
+        start = (
+            "from pathlib import Path; from kplay.app import executors; "
+            f"executors.machine_durations_file = lambda s: Path({str(data)!r}) / "
+            "f'machine-waits-{s.pool_size}.json'; from app.main import serve; serve()"
+        )
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from app.main import serve; serve()"],
+            [sys.executable, "-c", start],
             cwd=REPO,
             env=env,
             stdout=log,
