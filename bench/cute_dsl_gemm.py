@@ -133,12 +133,13 @@ def _time(fn, reps: int, flush) -> float:
     return statistics.median(times)
 
 
-def _check(c, ref, tol: float = 1e-2) -> dict:
+def _check(c, ref, tile: tuple[int, int], tol: float = 1e-2) -> dict:
     """Max relative error (to the largest |ref|) and, where elements are unwritten (NaN) or
-    off by more than tol, how many and where, by position inside the 128 x 256 tile, so that
+    off by more than tol, how many and where, by position inside the kernel's tile, so that
     a wrong epilogue map or a skipped stage shows its pattern."""
     import torch
 
+    tm, tn = tile
     scale = ref.abs().max()
     diff = (c - ref).abs() / scale
     unwritten = torch.isnan(c)
@@ -152,13 +153,15 @@ def _check(c, ref, tol: float = 1e-2) -> dict:
     if bad.any():
         rows, cols = bad.nonzero(as_tuple=True)
         out["first_bad"] = [int(rows[0]), int(cols[0])]
-        out["bad_rows_in_tile"] = sorted({int(r) for r in (rows % 128).unique().tolist()})[:16]
-        out["bad_cols_in_tile"] = sorted({int(x) for x in (cols % 256).unique().tolist()})[:16]
-        out["bad_row_count_in_tile"] = int((rows % 128).unique().numel())
-        out["bad_col_count_in_tile"] = int((cols % 256).unique().numel())
-        tiles = ((rows // 128) * 4096 + cols // 256).unique().tolist()
+        in_row, in_col = (rows % tm).unique(), (cols % tn).unique()
+        out["bad_rows_in_tile"] = in_row.tolist()[:16]
+        out["bad_cols_in_tile"] = in_col.tolist()[:16]
+        out["bad_row_count_in_tile"] = in_row.numel()
+        out["bad_col_count_in_tile"] = in_col.numel()
+        tiles_n = -(-c.shape[1] // tn)
+        tiles = ((rows // tm) * tiles_n + cols // tn).unique().tolist()
         out["bad_tiles"] = len(tiles)
-        out["bad_tile_coords"] = [[t // 4096, t % 4096] for t in tiles[:32]]
+        out["bad_tile_coords"] = [[t // tiles_n, t % tiles_n] for t in tiles[:32]]
     return out
 
 
@@ -194,7 +197,9 @@ def run_gpu(args, size: int) -> dict:
     compiled(*ptrs, stream)
     torch.cuda.synchronize()
     ref = a.float() @ b.float()
-    check = _check(c.float(), ref)
+    from cute_dsl_gemm_kernel import TILE_M, TILE_N
+
+    check = _check(c.float(), ref, (TILE_M, TILE_N))
     if check["unwritten"]:
         # NaN where a tile was computed from garbage, or never stored: a second launch into
         # C filled with 7 tells them apart.

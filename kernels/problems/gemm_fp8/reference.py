@@ -55,6 +55,10 @@ def reference(inputs: dict, params: dict) -> dict:
     return {"C": a @ b.T}
 
 
+# The baseline's unit scale, one tensor per device.
+_ONES: dict[Any, Any] = {}
+
+
 def baseline(arrays: dict, params: dict, xp: Any) -> None:
     """torch._scaled_mm (cuBLAS FP8) on the same fp8 bytes, with per-tensor scales.
 
@@ -74,14 +78,11 @@ def baseline(arrays: dict, params: dict, xp: Any) -> None:
     a = view("A", xp.uint8, torch.float8_e4m3fn)
     b = view("B", xp.uint8, torch.float8_e4m3fn)
     c = view("C", xp.int16, torch.bfloat16)
-    one = _ONES.get(device)
-    if one is None:  # made once: a fill kernel per call would be timed with cuBLAS
-        one = _ONES[device] = torch.ones((), dtype=torch.float32, device=device)
+    one = _ONES.get(a.device)
+    if one is None:  # made once per device: a fill kernel per call would be timed with cuBLAS
+        one = _ONES[a.device] = torch.ones((), dtype=torch.float32, device=a.device)
     try:  # straight into C: a copy of C after the product would be timed too
         torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, out=c)
     except TypeError:  # a torch without the out= form
         out = torch._scaled_mm(a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
         c.copy_(out[0] if isinstance(out, tuple) else out)  # torch < 2.4 returned (out, amax)
-
-
-_ONES: dict[str, Any] = {}
